@@ -1,0 +1,545 @@
+//! The harness: starts the store and the candidates, injects faults at random,
+//! then hands the recorded history to the checker.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tenure::store::{DynStore, ElectionKey, StoreOptions, Tenure};
+
+use crate::history::{append, Fault};
+use crate::proxy::{Mode, Proxy};
+use crate::server::{Kind, Server};
+use crate::shared_clock;
+
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+#[derive(Debug, clap::Args)]
+pub struct HarnessArgs {
+    /// `sqlite`, `mariadb` or `postgres` (private server instances that the harness
+    /// may crash and restart), or a store URL (never restarted).
+    #[arg(long, default_value = "sqlite")]
+    pub store: String,
+    /// How long to inject faults.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Lease TTL of the candidates.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+    /// Candidate processes.
+    #[arg(long, default_value_t = 5)]
+    pub candidates: usize,
+    /// Random seed (printed, so a run can be repeated).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output directory for the history and the report.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Comma-separated fault kinds (kill, stop, clock, latency, blackhole, reset, cut, restart); default: all that apply.
+    #[arg(long)]
+    pub faults: Option<String>,
+    /// Run the candidates with a deliberate bug (see tenure's chaos-bugs feature); violations are then expected.
+    #[arg(long)]
+    pub bug: Option<String>,
+    /// Clock faults use rates beyond the documented 1% drift bound (0.7x); violations are then expected.
+    #[arg(long)]
+    pub clock_beyond_bound: bool,
+}
+
+struct Candidate {
+    id: String,
+    inc: u32,
+    child: Child,
+    faketime: Option<String>,
+}
+
+struct Run {
+    args: HarnessArgs,
+    rng: StdRng,
+    out: PathBuf,
+    url_for: Vec<String>,
+    proxies: Vec<Option<Proxy>>,
+    cands: Vec<Candidate>,
+    election: String,
+    observer: DynStore,
+    faults_file: std::fs::File,
+    faults: Vec<Fault>,
+    sqlite: bool,
+    /// Tenures the observer has seen, for replays.
+    tenures: Vec<Tenure>,
+}
+
+pub fn default_kinds(server: bool, private: bool) -> Vec<&'static str> {
+    let mut k = vec!["kill", "stop", "clock", "replay"];
+    if server {
+        k.extend(["latency", "blackhole", "reset", "cut"]);
+    }
+    if private {
+        k.push("restart");
+    }
+    k
+}
+
+pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "target/chaos/{}-{}",
+            args.store.replace(['/', ':', '@'], "_"),
+            seed
+        ))
+    });
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    clear_history(&out);
+    if let Some(bug) = &args.bug {
+        // The harness's own store connection (used to replay stale statements)
+        // must run the same broken build as the candidates.
+        std::env::set_var("TENURE_CHAOS_BUG", bug);
+    }
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut server = match args.store.as_str() {
+        "mariadb" => Some(
+            tokio::task::spawn_blocking(|| Server::new(Kind::MariaDb))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?,
+        ),
+        "postgres" => Some(
+            tokio::task::spawn_blocking(|| Server::new(Kind::Postgres))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    let upstream_url = match (&server, args.store.as_str()) {
+        (Some(s), _) => s.url(),
+        (None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
+        (None, url) => url.to_string(),
+    };
+    let is_server = upstream_url.starts_with("mysql")
+        || upstream_url.starts_with("postgres")
+        || upstream_url.starts_with("mariadb");
+    let kinds: Vec<String> = match &args.faults {
+        Some(list) => list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => default_kinds(is_server, server.is_some())
+            .into_iter()
+            .map(String::from)
+            .collect(),
+    };
+    for k in &kinds {
+        let ok = default_kinds(is_server, server.is_some()).contains(&k.as_str());
+        if !ok {
+            return Err(format!(
+                "fault kind {k:?} does not apply to store {}",
+                args.store
+            ));
+        }
+    }
+    let observer = tenure::store::connect(&upstream_url, &StoreOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (host_port, _) = split_host(&upstream_url);
+    let mut proxies = Vec::new();
+    let mut url_for = Vec::new();
+    for _ in 0..args.candidates {
+        if is_server {
+            let p = Proxy::start(host_port.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            url_for.push(upstream_url.replacen(&host_port, &format!("127.0.0.1:{}", p.port), 1));
+            proxies.push(Some(p));
+        } else {
+            url_for.push(upstream_url.clone());
+            proxies.push(None);
+        }
+    }
+    println!(
+        "tenure-chaos: store {} ttl {:?} candidates {} duration {:?} seed {seed} faults {} {}",
+        tenure::store::redact_url(&upstream_url),
+        args.ttl,
+        args.candidates,
+        args.duration,
+        kinds.join(","),
+        args.bug
+            .as_deref()
+            .map(|b| format!("BUG={b}"))
+            .unwrap_or_default()
+    );
+    let faults_file = std::fs::File::create(out.join("faults.jsonl")).map_err(|e| e.to_string())?;
+    let mut run = Run {
+        rng: StdRng::seed_from_u64(seed),
+        out: out.clone(),
+        url_for,
+        proxies,
+        cands: Vec::new(),
+        election: format!("chaos-{seed:x}-{:x}", shared_clock::now_ns()),
+        observer,
+        faults_file,
+        faults: Vec::new(),
+        sqlite: upstream_url.starts_with("sqlite"),
+        tenures: Vec::new(),
+        args,
+    };
+    let started = shared_clock::now_ns();
+    for i in 0..run.args.candidates {
+        // A clock offset for some from the start: the wall-clock bug shows at once.
+        let clock_faults = kinds.iter().any(|k| k == "clock");
+        let all = run.args.clock_beyond_bound || run.args.bug.is_some();
+        let fake = (clock_faults && (all || run.rng.gen_bool(0.4))).then(|| run.random_faketime());
+        let c = run.spawn(i, 0, fake.clone())?;
+        run.cands.push(c);
+    }
+    let end = started + run.args.duration.as_nanos() as u64;
+    let mut n = 0u32;
+    while shared_clock::now_ns() < end {
+        n += 1;
+        let ttl = run.args.ttl;
+        let gap = if n % 5 == 0 {
+            ttl * 5
+        } else {
+            ttl.mul_f64(run.rng.gen_range(1.5..3.0)) + Duration::from_secs(1)
+        };
+        let until = shared_clock::now_ns() + gap.as_nanos() as u64;
+        while shared_clock::now_ns() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _ = run.leader_index().await;
+        }
+        run.revive_exited()?;
+        if shared_clock::now_ns() >= end {
+            break;
+        }
+        let kind = kinds[run.rng.gen_range(0..kinds.len())].clone();
+        run.inject(&kind, &mut server).await?;
+    }
+    for c in &mut run.cands {
+        let _ = c.child.kill();
+        let _ = c.child.wait();
+    }
+    drop(server);
+    let report = crate::check::check(
+        &run.out,
+        run.args.ttl,
+        started,
+        shared_clock::now_ns(),
+        &run.faults,
+        seed,
+    );
+    Ok(report)
+}
+
+/// Removes the files of an earlier run in the same directory (only ours).
+fn clear_history(out: &Path) {
+    if let Ok(dir) = std::fs::read_dir(out) {
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = (name.starts_with("events-") && name.ends_with(".jsonl"))
+                || (name.starts_with('c') && name.ends_with(".log"))
+                || matches!(
+                    name.as_str(),
+                    "faults.jsonl" | "report.json" | "timeline.svg"
+                );
+            if ours {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(out.join("resource"));
+}
+
+/// `host:port` of a server URL, and the rest.
+fn split_host(url: &str) -> (String, String) {
+    let after = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let after_at = after.rsplit_once('@').map(|(_, r)| r).unwrap_or(after);
+    let host_port = after_at.split(['/', '?']).next().unwrap_or("").to_string();
+    (host_port, url.to_string())
+}
+
+impl Run {
+    fn random_faketime(&mut self) -> String {
+        // SQLite has no server: its "store clock" is the wall clock of the
+        // process running the statement, which every process on one host shares.
+        // A per-process offset would model a situation that cannot occur there
+        // (and that no SQLite-based design survives), so SQLite candidates get
+        // rate changes only.
+        let hours = if self.sqlite {
+            0
+        } else {
+            self.rng.gen_range(-3i32..=3)
+        };
+        let rate = if self.args.clock_beyond_bound {
+            0.7
+        } else {
+            self.rng.gen_range(0.995..1.005)
+        };
+        format!("{hours:+}h x{rate:.4}")
+    }
+
+    fn spawn(
+        &mut self,
+        idx: usize,
+        inc: u32,
+        faketime: Option<String>,
+    ) -> Result<Candidate, String> {
+        let id = format!("c{idx}");
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(self.out.join(format!("{id}-{inc}.log")))
+            .map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "candidate",
+            "--store",
+            &self.url_for[idx],
+            "--election",
+            &self.election,
+            "--id",
+            &id,
+        ])
+        .args([
+            "--inc",
+            &inc.to_string(),
+            "--ttl",
+            &humantime::format_duration(self.args.ttl).to_string(),
+        ])
+        .arg("--events")
+        .arg(self.out.join(format!("events-{id}-{inc}.jsonl")))
+        .arg("--resource")
+        .arg(self.out.join("resource"))
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+        match &self.args.bug {
+            Some(b) => cmd.env("TENURE_CHAOS_BUG", b),
+            None => cmd.env_remove("TENURE_CHAOS_BUG"),
+        };
+        if let Some(f) = &faketime {
+            if !Path::new(FAKETIME_LIB).exists() {
+                return Err(format!(
+                    "clock faults need libfaketime ({FAKETIME_LIB}); apt-get install libfaketime"
+                ));
+            }
+            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME", f)
+                .env("FAKETIME_DONT_RESET", "1");
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start a candidate: {e}"))?;
+        Ok(Candidate {
+            id,
+            inc,
+            child,
+            faketime,
+        })
+    }
+
+    fn record(&mut self, kind: &str, target: &str, start: u64, detail: String) {
+        let f = Fault {
+            kind: kind.into(),
+            target: target.into(),
+            start,
+            heal: shared_clock::now_ns(),
+            detail,
+        };
+        append(&mut self.faults_file, &f);
+        self.faults.push(f);
+    }
+
+    /// Restarts candidates that exited on their own (they should not).
+    fn revive_exited(&mut self) -> Result<(), String> {
+        for i in 0..self.cands.len() {
+            if let Ok(Some(status)) = self.cands[i].child.try_wait() {
+                let inc = self.cands[i].inc + 1;
+                let fake = self.cands[i].faketime.clone();
+                eprintln!(
+                    "candidate {} exited by itself ({status}); restarting",
+                    self.cands[i].id
+                );
+                self.cands[i] = self.spawn(i, inc, fake)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn key(&self) -> ElectionKey {
+        ElectionKey::new("default", self.election.clone())
+    }
+
+    async fn leader_index(&mut self) -> Option<usize> {
+        let rec = self.observer.read(&self.key()).await.ok()??;
+        if let Some(h) = &rec.holder {
+            if !self.tenures.iter().any(|t| t.term == rec.term) {
+                self.tenures.push(Tenure {
+                    key: self.key(),
+                    holder: h.clone(),
+                    term: rec.term,
+                });
+            }
+        }
+        let holder = rec.live_holder()?;
+        holder
+            .trim_start_matches('c')
+            .split('#')
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// Replays a renewal and a release of an earlier tenure, as a delayed or
+    /// retried statement from a stale leader would arrive. The store must refuse
+    /// both and leave the lease as it was.
+    async fn replay(&mut self, start: u64) {
+        let current = self.observer.read(&self.key()).await.ok().flatten();
+        let Some(current) = current else { return };
+        let mut stale: Vec<Tenure> = self
+            .tenures
+            .iter()
+            .filter(|t| t.term != current.term)
+            .cloned()
+            .collect();
+        // The current holder under another term: what a delayed statement from
+        // its own earlier tenure looks like. Only the term check refuses it.
+        if let Some(h) = &current.holder {
+            stale.push(Tenure {
+                key: self.key(),
+                holder: h.clone(),
+                term: if current.term > 1 {
+                    current.term - 1
+                } else {
+                    current.term + 1
+                },
+            });
+        }
+        if stale.is_empty() {
+            self.record("replay", "store", start, "nothing to replay yet".into());
+            return;
+        }
+        let old = stale[self.rng.gen_range(0..stale.len())].clone();
+        let renewed = self.observer.renew(&old, self.args.ttl).await;
+        let released = self.observer.release(&old).await;
+        let verdict = match (&renewed, &released) {
+            (Ok(false), Ok(false)) => "refused".to_string(),
+            _ => format!("ACCEPTED (renew {renewed:?}, release {released:?})"),
+        };
+        self.record(
+            "replay",
+            "store",
+            start,
+            format!(
+                "renew+release of stale term {} by {}: {verdict}",
+                old.term, old.holder
+            ),
+        );
+    }
+
+    fn hold(&mut self) -> Duration {
+        self.args.ttl.mul_f64(self.rng.gen_range(0.5..3.0))
+    }
+
+    fn signal(&self, idx: usize, sig: i32) {
+        // SAFETY: kill(2) on a child we started.
+        unsafe { libc::kill(self.cands[idx].child.id() as i32, sig) };
+    }
+
+    async fn inject(&mut self, kind: &str, server: &mut Option<Server>) -> Result<(), String> {
+        let leader = self.leader_index().await;
+        // Self-checks aim every fault at the leader, so a broken build cannot
+        // slip through on a lucky draw.
+        let p_leader = if self.args.bug.is_some() || self.args.clock_beyond_bound {
+            1.0
+        } else {
+            0.6
+        };
+        let idx = match leader {
+            Some(l) if self.rng.gen_bool(p_leader) => l,
+            _ => self.rng.gen_range(0..self.cands.len()),
+        };
+        let target = self.cands[idx].id.clone();
+        let start = shared_clock::now_ns();
+        match kind {
+            "kill" | "clock" => {
+                self.signal(idx, libc::SIGKILL);
+                let _ = self.cands[idx].child.wait();
+                let pause = Duration::from_millis(self.rng.gen_range(0..1000));
+                tokio::time::sleep(pause).await;
+                let fake = if kind == "clock" {
+                    Some(self.random_faketime())
+                } else {
+                    None
+                };
+                let inc = self.cands[idx].inc + 1;
+                self.cands[idx] = self.spawn(idx, inc, fake.clone())?;
+                let detail = match fake {
+                    Some(f) => format!("restarted after {pause:?} with FAKETIME=\"{f}\""),
+                    None => format!("restarted after {pause:?}"),
+                };
+                self.record(kind, &target, start, detail);
+            }
+            "stop" => {
+                let hold = self.hold();
+                self.signal(idx, libc::SIGSTOP);
+                tokio::time::sleep(hold).await;
+                self.signal(idx, libc::SIGCONT);
+                self.record(kind, &target, start, format!("SIGSTOP for {hold:?}"));
+            }
+            "latency" | "blackhole" | "cut" => {
+                let hold = self.hold();
+                let latency = self.args.ttl.mul_f64(self.rng.gen_range(0.3..1.2));
+                let mode = match kind {
+                    "latency" => Mode::Latency,
+                    "blackhole" => Mode::Blackhole,
+                    _ => Mode::Cut,
+                };
+                if let Some(p) = &self.proxies[idx] {
+                    p.set(mode, latency);
+                    tokio::time::sleep(hold).await;
+                    p.set(Mode::Pass, Duration::ZERO);
+                }
+                let detail = if kind == "latency" {
+                    format!("{latency:?} added for {hold:?}")
+                } else {
+                    format!("for {hold:?}")
+                };
+                self.record(kind, &target, start, detail);
+            }
+            "replay" => self.replay(start).await,
+            "reset" => {
+                if let Some(p) = &self.proxies[idx] {
+                    p.reset();
+                }
+                self.record(kind, &target, start, "connections reset".into());
+            }
+            "restart" => {
+                let hold = self.hold();
+                if let Some(mut s) = server.take() {
+                    let s2 = tokio::task::spawn_blocking(move || {
+                        s.crash();
+                        s
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    tokio::time::sleep(hold).await;
+                    let s3 = tokio::task::spawn_blocking(move || {
+                        let mut s = s2;
+                        let r = s.start();
+                        (s, r)
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    s3.1.map_err(|e| e.to_string())?;
+                    *server = Some(s3.0);
+                }
+                self.record(kind, "store", start, format!("crashed, down for {hold:?}"));
+            }
+            other => return Err(format!("unknown fault kind {other:?}")),
+        }
+        Ok(())
+    }
+}

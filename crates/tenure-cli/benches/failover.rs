@@ -1,0 +1,251 @@
+//! Failover and handover times of `tenure run`, per store, side by side.
+//!
+//! Three `tenure run` candidates share a store. Each kill trial sends SIGKILL to
+//! the leading process and measures, by the store's clock, how long after the
+//! old lease's expiry the next leader acquired it (and, on the host clock, how
+//! long after the kill). Each graceful trial sends SIGTERM to the leader (it
+//! stops its command and releases) and measures release → next acquisition.
+//! The store runs on this host, so host and store clocks agree.
+//!
+//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL]...`
+//! Without --store: a temporary SQLite file, the local MariaDB and PostgreSQL.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tenure::store::{DynStore, ElectionKey, LeaseRecord, StoreOptions};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tenure");
+
+struct Opts {
+    trials: usize,
+    ttl: Duration,
+    stores: Vec<String>,
+}
+
+fn parse() -> Opts {
+    let mut o = Opts {
+        trials: 50,
+        ttl: Duration::from_secs(2),
+        stores: vec![],
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--trials" => o.trials = args.next().and_then(|v| v.parse().ok()).unwrap_or(o.trials),
+            "--ttl" => {
+                o.ttl = args
+                    .next()
+                    .and_then(|v| humantime::parse_duration(&v).ok())
+                    .unwrap_or(o.ttl)
+            }
+            "--store" => o.stores.extend(args.next()),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    o
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+fn line(name: &str, v: &mut [f64]) {
+    if v.is_empty() {
+        println!("  {name:<46} no samples");
+        return;
+    }
+    println!(
+        "  {name:<46} n={:<3} p50={:>8.1}  p90={:>8.1}  p99={:>8.1}  max={:>8.1}  (ms)",
+        v.len(),
+        pct(v, 0.5),
+        pct(v, 0.9),
+        pct(v, 0.99),
+        pct(v, 1.0)
+    );
+}
+
+struct Bench<'a> {
+    store: DynStore,
+    url: &'a str,
+    key: ElectionKey,
+    ttl: Duration,
+    procs: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl<'a> Bench<'a> {
+    fn spawn(&self, i: usize) -> Child {
+        let ttl = humantime::format_duration(self.ttl).to_string();
+        Command::new(BIN)
+            .args([
+                "run",
+                "--store",
+                self.url,
+                "--election",
+                &self.key.election,
+                "--ttl",
+                &ttl,
+            ])
+            .args(["--id", &format!("c{i}"), "--", "sleep", "100000"])
+            .env("TENURE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join(format!("c{i}.log"))).expect("log"))
+            .spawn()
+            .expect("spawn tenure")
+    }
+
+    async fn read(&self) -> Option<LeaseRecord> {
+        self.store.read(&self.key).await.ok().flatten()
+    }
+
+    async fn leader(&self, min_term: u64, within: Duration) -> Option<(usize, LeaseRecord)> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Some(r) = self.read().await {
+                if r.is_held() && r.term >= min_term {
+                    let idx = r
+                        .holder
+                        .as_deref()?
+                        .trim_start_matches('c')
+                        .split('#')
+                        .next()?
+                        .parse()
+                        .ok()?;
+                    return Some((idx, r));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        None
+    }
+
+    fn signal(&mut self, idx: usize, sig: i32) {
+        // SAFETY: plain kill(2) on a pid we own.
+        unsafe { libc::kill(self.procs[idx].id() as i32, sig) };
+        let _ = self.procs[idx].wait();
+    }
+}
+
+async fn run_store(url: &str, o: &Opts) {
+    let store = match tenure::store::connect(url, &StoreOptions::default()).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("{}: skipped ({e})", tenure::store::redact_url(url));
+            return;
+        }
+    };
+    let key = ElectionKey::new("default", format!("bench-{}", now_us()));
+    let mut b = Bench {
+        store,
+        url,
+        key,
+        ttl: o.ttl,
+        procs: vec![],
+        dir: tempfile::tempdir().expect("tempdir"),
+    };
+    b.procs = (0..3).map(|i| b.spawn(i)).collect();
+    let (mut after_expiry, mut after_kill, mut after_release, mut after_sigterm) =
+        (vec![], vec![], vec![], vec![]);
+    let mut term = 0;
+    for _ in 0..o.trials {
+        let Some((idx, _)) = b.leader(term, o.ttl * 5).await else {
+            break;
+        };
+        // Let the followers settle into their sleep, as in real life.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let killed = Instant::now();
+        b.signal(idx, libc::SIGKILL);
+        tokio::time::sleep(Duration::from_millis(30)).await; // an in-flight renewal may still land
+        let Some(last) = b.read().await else { break };
+        let Some((_, next)) = b.leader(last.term + 1, o.ttl * 5).await else {
+            break;
+        };
+        after_kill.push(killed.elapsed().as_secs_f64() * 1000.0);
+        after_expiry.push((next.acquired_at_us - last.expires_at_us) as f64 / 1000.0);
+        term = next.term;
+        b.procs[idx] = b.spawn(idx);
+    }
+    for _ in 0..o.trials {
+        let Some((idx, cur)) = b.leader(term, o.ttl * 5).await else {
+            break;
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent_us = now_us();
+        // SAFETY: plain kill(2) on a pid we own.
+        unsafe { libc::kill(b.procs[idx].id() as i32, libc::SIGTERM) };
+        let mut released = None;
+        let start = Instant::now();
+        let next = loop {
+            if let Some(r) = b.read().await {
+                if r.holder.is_none() && r.term == cur.term {
+                    released = Some(r.expires_at_us);
+                }
+                if r.is_held() && r.term > cur.term {
+                    break Some(r);
+                }
+            }
+            if start.elapsed() > o.ttl * 5 {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        };
+        let _ = b.procs[idx].wait();
+        let Some(next) = next else { break };
+        after_sigterm.push((next.acquired_at_us - sent_us) as f64 / 1000.0);
+        if let Some(rel) = released {
+            after_release.push((next.acquired_at_us - rel) as f64 / 1000.0);
+        }
+        term = next.term;
+        b.procs[idx] = b.spawn(idx);
+    }
+    for i in 0..b.procs.len() {
+        b.signal(i, libc::SIGTERM);
+    }
+    println!(
+        "{} (ttl {:?}, 3 candidates):",
+        tenure::store::redact_url(url),
+        o.ttl
+    );
+    line(
+        "kill -9: old lease expiry -> new leader [store]",
+        &mut after_expiry,
+    );
+    line("kill -9: kill -> new leader [host]", &mut after_kill);
+    line(
+        "graceful: release -> new leader [store]",
+        &mut after_release,
+    );
+    line(
+        "graceful: SIGTERM -> new leader [host~store]",
+        &mut after_sigterm,
+    );
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let o = parse();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stores = if o.stores.is_empty() {
+        vec![
+            format!("sqlite://{}", dir.path().join("bench.db").display()),
+            tenure::testing::servers::mysql_url(),
+            tenure::testing::servers::postgres_url(),
+        ]
+    } else {
+        o.stores.clone()
+    };
+    for url in &stores {
+        run_store(url, &o).await;
+    }
+}

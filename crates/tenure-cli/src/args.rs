@@ -1,0 +1,243 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tenure::store::{DynStore, StoreOptions};
+
+use crate::failure::Failure;
+
+/// Leader election for services that already run a database.
+#[derive(Debug, Parser)]
+#[command(name = "tenure", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Campaign for an election and run a command while leader.
+    Run(RunArgs),
+    /// Show every election: leader, term, since, lease time left.
+    Status(StatusArgs),
+    /// Ask the current leader (wherever it runs) to step down; the next takes over at once.
+    Resign(ResignArgs),
+    /// Ask the current leader to hand over to one member (by identity).
+    Transfer(TransferArgs),
+    /// Stream leadership changes as they happen, without competing.
+    Watch(WatchArgs),
+    /// Create the tables, or print their DDL for a DBA.
+    Migrate(MigrateArgs),
+    /// Three candidates on a temporary SQLite file: a crash takeover and a graceful handover.
+    Demo(DemoArgs),
+}
+
+/// Where the store is.
+#[derive(Debug, Args, Clone)]
+pub struct StoreArgs {
+    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://. Default: $TENURE_STORE, else sqlite://tenure.db.
+    #[arg(long, value_name = "URL", conflicts_with = "store_file")]
+    pub store: Option<String>,
+    /// Read the store URL from this file (keeps passwords out of `ps` and shell history).
+    #[arg(long, value_name = "PATH")]
+    pub store_file: Option<PathBuf>,
+    /// Prefix of the SQL table names.
+    #[arg(long, env = "TENURE_TABLE_PREFIX", default_value = StoreOptions::DEFAULT_TABLE_PREFIX)]
+    pub table_prefix: String,
+}
+
+impl StoreArgs {
+    /// The URL from --store, --store-file, $TENURE_STORE or the default.
+    pub fn url(&self) -> Result<String, Failure> {
+        if let Some(u) = &self.store {
+            return Ok(u.clone());
+        }
+        if let Some(path) = &self.store_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::Usage(format!("cannot read --store-file {}: {e}", path.display()))
+            })?;
+            let url = text.trim().to_string();
+            if url.is_empty() {
+                return Err(Failure::Usage(format!(
+                    "--store-file {} is empty; put the store URL in it",
+                    path.display()
+                )));
+            }
+            return Ok(url);
+        }
+        if let Ok(u) = std::env::var("TENURE_STORE") {
+            if !u.trim().is_empty() {
+                return Ok(u.trim().to_string());
+            }
+        }
+        Ok("sqlite://tenure.db".to_string())
+    }
+
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions::default().with_table_prefix(self.table_prefix.clone())
+    }
+
+    /// Connects, once, with a message that says what to do on failure.
+    pub async fn connect(&self) -> Result<DynStore, Failure> {
+        let url = self.url()?;
+        tenure::store::connect(&url, &self.options())
+            .await
+            .map_err(|e| match e {
+                tenure::Error::Unavailable { .. } => Failure::Runtime(format!(
+                    "{e}\n  hint: start the store or fix --store; `tenure run --wait` keeps retrying instead"
+                )),
+                other => other.into(),
+            })
+    }
+
+    /// Connects, retrying with backoff while the store is unavailable.
+    pub async fn connect_waiting(&self) -> Result<DynStore, Failure> {
+        let url = self.url()?;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match tenure::store::connect(&url, &self.options()).await {
+                Ok(s) => return Ok(s),
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!("{e}; retrying in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 500ms, 1m)"))
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Election name (1-255 bytes, no control characters).
+    #[arg(long)]
+    pub election: String,
+    /// Namespace of the election.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Lease time to live: a crashed leader is replaced within about this long.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub ttl: Duration,
+    /// How often the leader renews (default ttl/3; must be below ttl/2).
+    #[arg(long, value_parser = duration)]
+    pub renew_period: Option<Duration>,
+    /// This candidate's identity (default hostname-pid).
+    #[arg(long = "id", value_name = "ID")]
+    pub identity: Option<String>,
+    /// Free text stored with the lease while leading (e.g. an address).
+    #[arg(long, default_value = "")]
+    pub metadata: String,
+    /// Succession priority, 0 to 1000: higher takes over first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Hand over to a live member of higher priority after leading this long.
+    #[arg(long, value_parser = duration)]
+    pub preempt_after: Option<Duration>,
+    /// Exit (code 3) when leadership is lost, instead of campaigning again.
+    #[arg(long)]
+    pub exit_on_loss: bool,
+    /// Restart the command when it exits while still leader, instead of exiting.
+    #[arg(long)]
+    pub restart: bool,
+    /// Keep retrying if the store is unreachable at start, instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+    /// Time between SIGTERM and SIGKILL when stopping the command (default ttl/4, at most 5s).
+    /// On leadership loss the command is always killed before the lease can expire.
+    #[arg(long, value_parser = duration)]
+    pub kill_grace: Option<Duration>,
+    /// The command to run while leader, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Only this namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also show each election's recent terms (how many).
+    #[arg(long, num_args = 0..=1, default_missing_value = "10", value_name = "N")]
+    pub history: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResignArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Election name.
+    #[arg(long)]
+    pub election: String,
+    /// Namespace of the election.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// How long to wait for the next leader before returning.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub wait: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Election name.
+    #[arg(long)]
+    pub election: String,
+    /// Namespace of the election.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Identity of the member to hand over to (see `tenure status`).
+    #[arg(long, value_name = "IDENTITY")]
+    pub to: String,
+    /// How long only the target may take over (default 10s); then anyone.
+    #[arg(long, value_parser = duration)]
+    pub window: Option<Duration>,
+    /// How long to wait for the next leader before returning.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub wait: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Only this namespace (with --election: the namespace of those elections).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Only these elections (repeatable); they need not exist yet.
+    #[arg(long)]
+    pub election: Vec<String>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print the DDL instead of running it.
+    #[arg(long)]
+    pub print_sql: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Lease TTL of the demo candidates.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub ttl: Duration,
+}

@@ -1,0 +1,217 @@
+//! `tenure status`: every election with leader, term, since, lease time left.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::Serialize;
+use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord};
+
+use crate::args::StatusArgs;
+use crate::failure::Failure;
+
+pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
+    let store = a.store.connect().await?;
+    let records = store.list(a.namespace.as_deref()).await?;
+    let mut members = Vec::new();
+    let mut histories = Vec::new();
+    for r in &records {
+        members.push(store.members(&r.key).await?);
+        histories.push(match a.history {
+            Some(n) => store.history(&r.key, n).await?,
+            None => Vec::new(),
+        });
+    }
+    if a.json {
+        let rows: Vec<JsonRow> = records
+            .iter()
+            .zip(members.iter().zip(histories.iter()))
+            .map(|(r, (m, h))| JsonRow::new(r, m, h))
+            .collect();
+        let text = serde_json::to_string_pretty(&rows)
+            .map_err(|e| Failure::Runtime(format!("cannot encode JSON: {e}")))?;
+        println!("{text}");
+    } else if records.is_empty() {
+        println!("no elections in {}", store.describe());
+    } else {
+        print!("{}", render_table(&records));
+        for ((r, m), h) in records.iter().zip(members.iter()).zip(histories.iter()) {
+            print!("{}", render_members(r, m));
+            if a.history.is_some() {
+                print!("{}", render_history(r, h));
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn ago(now_us: i64, then_us: i64) -> String {
+    format!(
+        "{} ago",
+        short(Duration::from_micros(
+            now_us.saturating_sub(then_us).max(0) as u64
+        ))
+    )
+}
+
+fn render_members(r: &LeaseRecord, members: &[MemberRecord]) -> String {
+    let mut rows = vec![[
+        "ROLE".to_string(),
+        "MEMBER".into(),
+        "PRIORITY".into(),
+        "JOINED".into(),
+        "LAST HEARTBEAT".into(),
+    ]];
+    for m in members {
+        let role = if r.live_holder() == Some(m.holder.as_str()) {
+            "leader"
+        } else if m.live {
+            "follower"
+        } else {
+            "lapsed"
+        };
+        rows.push([
+            role.into(),
+            m.holder.clone(),
+            m.priority.to_string(),
+            ago(r.read_at_us, m.joined_at_us),
+            ago(r.read_at_us, m.heartbeat_at_us),
+        ]);
+    }
+    let mut out = format!("\n{} members:\n", r.key);
+    if members.is_empty() {
+        out.push_str("  (none registered)\n");
+        return out;
+    }
+    out.push_str(&columns(&rows, "  "));
+    out
+}
+
+fn render_history(r: &LeaseRecord, history: &[HistoryRecord]) -> String {
+    let mut rows = vec![[
+        "TERM".to_string(),
+        "HOLDER".into(),
+        "BEGAN".into(),
+        "WHY".into(),
+        "ENDED".into(),
+        "WHY".into(),
+    ]];
+    for h in history {
+        rows.push([
+            h.term.to_string(),
+            h.holder.clone(),
+            timestamp(h.start_at_us),
+            h.start_reason.clone(),
+            h.end_at_us.map(timestamp).unwrap_or_else(|| "-".into()),
+            h.end_reason.clone(),
+        ]);
+    }
+    let mut out = format!("\n{} recent terms:\n", r.key);
+    out.push_str(&columns(&rows, "  "));
+    out
+}
+
+/// Left-aligned columns, widths from the widest cell.
+fn columns<const N: usize>(rows: &[[String; N]], indent: &str) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths.iter())
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(indent);
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    namespace: &'a str,
+    election: &'a str,
+    /// The live leader's holder id, or null.
+    leader: Option<&'a str>,
+    term: u64,
+    /// When the current term began (RFC 3339, store clock), if ever acquired.
+    since: Option<String>,
+    lease_left_ms: f64,
+    ttl_ms: f64,
+    metadata: &'a str,
+    version: u64,
+    /// Why the current term began.
+    start_reason: &'a str,
+    members: &'a [MemberRecord],
+    #[serde(skip_serializing_if = "<[HistoryRecord]>::is_empty")]
+    history: &'a [HistoryRecord],
+}
+
+impl<'a> JsonRow<'a> {
+    fn new(r: &'a LeaseRecord, members: &'a [MemberRecord], history: &'a [HistoryRecord]) -> Self {
+        JsonRow {
+            start_reason: &r.start_reason,
+            members,
+            history,
+            namespace: &r.key.namespace,
+            election: &r.key.election,
+            leader: r.live_holder(),
+            term: r.term,
+            since: (r.term > 0).then(|| timestamp(r.acquired_at_us)),
+            lease_left_ms: r.remaining.as_secs_f64() * 1000.0,
+            ttl_ms: r.ttl.as_secs_f64() * 1000.0,
+            metadata: &r.metadata,
+            version: r.version,
+        }
+    }
+}
+
+/// Store-clock microseconds as RFC 3339 UTC with milliseconds.
+pub fn timestamp(us: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_micros(us.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn short(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
+/// A plain-text table of elections.
+pub fn render_table(records: &[LeaseRecord]) -> String {
+    let header = ["ELECTION", "LEADER", "TERM", "SINCE", "LEASE LEFT"];
+    let mut rows: Vec<[String; 5]> = Vec::new();
+    for r in records {
+        let leader = match (r.live_holder(), &r.holder) {
+            (Some(h), _) => h.to_string(),
+            (None, Some(h)) => format!("(none; {h} expired)"),
+            (None, None) => "(none)".to_string(),
+        };
+        let since = if r.term == 0 {
+            "-".to_string()
+        } else {
+            let ago =
+                Duration::from_micros(r.read_at_us.saturating_sub(r.acquired_at_us).max(0) as u64);
+            format!("{} ({} ago)", timestamp(r.acquired_at_us), short(ago))
+        };
+        let left = if r.is_held() {
+            short(r.remaining)
+        } else {
+            "-".to_string()
+        };
+        rows.push([r.key.to_string(), leader, r.term.to_string(), since, left]);
+    }
+    let mut all = vec![header.map(String::from)];
+    all.extend(rows);
+    columns(&all, "")
+}

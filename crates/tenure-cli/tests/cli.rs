@@ -1,0 +1,316 @@
+//! Bad input gets a clear error and exit code 2; store problems exit 1 with a
+//! message that names the fix; secrets never appear.
+
+mod common;
+
+use common::{tenure, text};
+use tenure::testing::servers;
+
+fn assert_fails(args: &[&str], code: i32, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tenure(dir.path(), args);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}\n{all}");
+    for n in needles {
+        assert!(all.contains(n), "{args:?}: expected {n:?} in\n{all}");
+    }
+    assert!(!all.contains("panicked"), "{all}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_the_reason() {
+    let long = "x".repeat(256);
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["status", "--store", "oracle://db"],
+            vec![
+                "unknown scheme \"oracle\"",
+                "supported: sqlite, mysql, mariadb, postgres",
+            ],
+        ),
+        (
+            vec!["status", "--store", "no-scheme-here"],
+            vec!["missing scheme"],
+        ),
+        (
+            vec!["status", "--store", "sqlite::memory:"],
+            vec!["in-memory SQLite"],
+        ),
+        (
+            vec!["run", "--election", "", "--", "true"],
+            vec!["invalid election: must not be empty"],
+        ),
+        (
+            vec!["run", "--election", &long, "--", "true"],
+            vec!["invalid election: is 256 bytes long; the limit is 255"],
+        ),
+        (
+            vec!["run", "--election", "a\u{1}b", "--", "true"],
+            vec!["control character"],
+        ),
+        (
+            vec!["run", "--election", "e", "--namespace", "", "--", "true"],
+            vec!["invalid namespace"],
+        ),
+        (
+            vec!["run", "--election", "e", "--ttl", "50ms", "--", "true"],
+            vec!["invalid ttl: 50ms is too small; the minimum is 100ms"],
+        ),
+        (
+            vec!["run", "--election", "e", "--ttl", "ten", "--", "true"],
+            vec!["invalid value 'ten' for '--ttl"],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--ttl",
+                "1s",
+                "--renew-period",
+                "600ms",
+                "--",
+                "true",
+            ],
+            vec!["renew period: 600ms must be above zero and below ttl/2 = 500ms"],
+        ),
+        (
+            vec!["run", "--election", "e"],
+            vec!["required arguments were not provided", "<CMD>"],
+        ),
+        (
+            vec!["run", "--election", "e", "--", "/no/such/cmd"],
+            vec!["command not found or not executable"],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--ttl",
+                "2s",
+                "--kill-grace",
+                "1500ms",
+                "--",
+                "true",
+            ],
+            vec!["--kill-grace"],
+        ),
+        (
+            vec!["status", "--table-prefix", "bad-prefix"],
+            vec!["not a SQL identifier"],
+        ),
+        (
+            vec!["status", "--store-file", "/no/such/file"],
+            vec!["cannot read --store-file /no/such/file"],
+        ),
+        (
+            vec!["migrate", "--print-sql", "--store", "memory://"],
+            vec!["not a SQL scheme"],
+        ),
+        (vec!["frobnicate"], vec!["unrecognized subcommand"]),
+        (
+            vec!["run", "--election", "e", "--priority", "-1", "--", "true"],
+            vec!["invalid priority: -1 is out of range; use 0 to 1000"],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--priority",
+                "100000",
+                "--",
+                "true",
+            ],
+            vec!["invalid priority: 100000 is out of range"],
+        ),
+        (
+            vec!["resign", "--election", ""],
+            vec!["invalid election: must not be empty"],
+        ),
+        (vec!["transfer", "--election", "e"], vec!["--to <IDENTITY>"]),
+    ];
+    for (args, needles) in cases {
+        assert_fails(&args, 2, &needles);
+    }
+}
+
+#[test]
+fn unreachable_store_says_so_and_suggests_wait_without_leaking_the_password() {
+    assert_fails(
+        &[
+            "status",
+            "--store",
+            "mysql://root:hunter2secret@127.0.0.1:1/test",
+        ],
+        1,
+        &[
+            "unavailable",
+            "Connection refused",
+            "--wait",
+            "mysql://root:***@127.0.0.1:1/test",
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = tenure(
+        dir.path(),
+        &[
+            "status",
+            "--store",
+            "postgres://u:hunter2secret@127.0.0.1:1/x",
+        ],
+    );
+    assert!(!text(&out).contains("hunter2secret"), "{}", text(&out));
+}
+
+#[test]
+fn store_file_keeps_the_url_out_of_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("store.url");
+    std::fs::write(&f, "mysql://root:filesecret@127.0.0.1:1/test\n").unwrap();
+    let out = tenure(dir.path(), &["status", "--store-file", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!text(&out).contains("filesecret"), "{}", text(&out));
+    assert!(text(&out).contains("root:***@"), "{}", text(&out));
+}
+
+#[tokio::test]
+async fn unknown_schema_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let out = tenure(dir.path(), &["migrate", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("schema version 2 is in place"));
+    {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("UPDATE tenure_schema SET version = 99")
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    assert_fails(
+        &["status", "--store", &url],
+        1,
+        &[
+            "schema version 99",
+            "understands only up to 2",
+            "upgrade tenure",
+        ],
+    );
+}
+
+#[test]
+fn missing_table_without_create_permission_names_the_fix_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro.db");
+    std::fs::write(&path, b"").unwrap();
+    // mode=ro: the connection may read but not create tables.
+    let url = format!("sqlite://{}?mode=ro", path.display());
+    assert_fails(
+        &["status", "--store", &url],
+        1,
+        &["cannot create the tenure_leases", "migrate --print-sql"],
+    );
+}
+
+#[tokio::test]
+async fn missing_table_without_create_permission_names_the_fix_postgres() {
+    let admin = servers::postgres_url();
+    let Some(_) = servers::connect_or_skip(&admin, &Default::default()).await else {
+        return;
+    };
+    {
+        use sqlx::Connection;
+        let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+        // A login role with no privileges: since PostgreSQL 15 only the owner may
+        // create tables in the public schema. No server setting is changed.
+        let _ = sqlx::query("CREATE ROLE tenure_test_noperm LOGIN")
+            .execute(&mut c)
+            .await;
+    }
+    let url = admin.replacen("postgres@", "tenure_test_noperm@", 1);
+    assert!(
+        url.contains("tenure_test_noperm@"),
+        "test expects a postgres@ URL, got {url}"
+    );
+    assert_fails(
+        &["status", "--store", &url, "--table-prefix", "noperm_"],
+        1,
+        &[
+            "refused access",
+            "cannot create the noperm_leases",
+            "migrate --print-sql --store URL --table-prefix noperm_",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn migrate_prints_ddl_for_each_dialect() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let out = tenure(
+        dir.path(),
+        &[
+            "migrate",
+            "--print-sql",
+            "--store",
+            &url,
+            "--table-prefix",
+            "app_",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let sql = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        sql.contains("CREATE TABLE IF NOT EXISTS app_leases"),
+        "{sql}"
+    );
+    assert!(sql.contains("INSERT INTO app_schema"), "{sql}");
+    assert!(
+        !dir.path().join("t.db").exists(),
+        "printing the SQL creates nothing"
+    );
+    for (url, needle) in [
+        (servers::mysql_url(), "utf8mb4_nopad_bin"),
+        (servers::postgres_url(), "BIGINT"),
+    ] {
+        if servers::connect_or_skip(&url, &Default::default())
+            .await
+            .is_none()
+        {
+            continue;
+        }
+        let out = tenure(dir.path(), &["migrate", "--print-sql", "--store", &url]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(needle),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
+fn store_comes_from_tenure_store_when_no_flag_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("env.db").display());
+    let out = std::process::Command::new(common::BIN)
+        .args(["status"])
+        .current_dir(dir.path())
+        .env("TENURE_STORE", &url)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no elections in sqlite://"),
+        "{}",
+        text(&out)
+    );
+    assert!(dir.path().join("env.db").exists());
+    assert!(
+        !dir.path().join("tenure.db").exists(),
+        "the default was not used"
+    );
+}

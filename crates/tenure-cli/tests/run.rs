@@ -1,0 +1,644 @@
+//! `tenure run` end to end: environment, exit codes, release, signals, takeover
+//! between processes, and stopping the command before the lease can lapse.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{alive, spawn_tenure, tenure, text, wait_until, Proxy};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tenure::store::{ElectionKey, StoreOptions};
+use tenure::testing::servers;
+
+fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("t.db").display())
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[tokio::test]
+async fn child_gets_term_and_names_and_its_exit_code_is_ours_and_the_lease_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let out = tenure(
+        dir.path(),
+        &["run", "--store", &url, "--election", "nightly", "--id", "box1", "--",
+          "sh", "-c", "echo \"$TENURE_TERM $TENURE_ELECTION $TENURE_NAMESPACE $TENURE_HOLDER\" > env.txt; exit 7"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
+    assert!(env.starts_with("1 nightly default box1#"), "{env}");
+    let store = tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let rec = store
+        .read(&ElectionKey::new("default", "nightly"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.holder, None, "released when the command exited");
+    // A second run gets the next term at once (no waiting for a TTL).
+    let start = Instant::now();
+    let out = tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "nightly",
+            "--",
+            "sh",
+            "-c",
+            "exit $TENURE_TERM",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "term 2 after a release: {}",
+        text(&out)
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // And status shows it.
+    let out = tenure(dir.path(), &["status", "--store", &url, "--json"]);
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        json.contains("\"election\": \"nightly\"") && json.contains("\"term\": 2"),
+        "{json}"
+    );
+    assert!(json.contains("\"leader\": null"), "{json}");
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_child_releases_and_exits_143() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let mut t = spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "svc",
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > child.pid; exec sleep 1000",
+        ],
+        &dir.path().join("log"),
+    );
+    let pidfile = dir.path().join("child.pid");
+    let child = wait_until("child start", Duration::from_secs(10), || {
+        read_pid(&pidfile)
+    })
+    .await;
+    assert!(alive(child));
+    kill(Pid::from_raw(t.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || t.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(!alive(child), "the child is gone when tenure exits");
+    let store = tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let rec = store
+        .read(&ElectionKey::new("default", "svc"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.holder, None, "released on SIGTERM");
+}
+
+#[tokio::test]
+async fn leftover_background_processes_are_killed_when_the_child_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let out = tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "bg",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000 & echo $! > bg.pid; exit 0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let bg = read_pid(&dir.path().join("bg.pid")).unwrap();
+    wait_until("leftover killed", Duration::from_secs(5), || {
+        (!alive(bg)).then_some(())
+    })
+    .await;
+}
+
+/// Three `tenure run` processes share MariaDB. The command holds an exclusive
+/// flock while it runs and records a VIOLATION if it cannot get it, so any
+/// moment with two commands running is caught exactly. The leader is killed
+/// with SIGKILL twice and stopped with SIGTERM once; each time another
+/// candidate must start the command.
+#[tokio::test]
+async fn three_processes_on_mariadb_one_command_at_a_time() {
+    let url = servers::mysql_url();
+    let Some(store) = servers::connect_or_skip(&url, &StoreOptions::default()).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let election = format!("three-{:x}", rand_u32());
+    let script = "exec 9>>lock; if ! flock -n 9; then echo VIOLATION >> events; exit 1; fi; \
+                  echo \"start $TENURE_TERM $$\" >> events; exec sleep 1000";
+    let spawn = |i: usize| {
+        spawn_tenure(
+            dir.path(),
+            &[
+                "run",
+                "--store",
+                &url,
+                "--election",
+                &election,
+                "--ttl",
+                "1s",
+                "--id",
+                &format!("cand{i}"),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            &dir.path().join(format!("cand{i}.log")),
+        )
+    };
+    let mut procs: Vec<std::process::Child> = (0..3).map(spawn).collect();
+    let key = ElectionKey::new("default", election.clone());
+    let events = dir.path().join("events");
+    let starts = || -> Vec<(u64, i32)> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split_whitespace();
+                (p.next()? == "start").then_some(())?;
+                Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?))
+            })
+            .collect()
+    };
+    let mut seen = 0;
+    for round in 0..3 {
+        // Wait for a new command, and for the lease to name its term (under
+        // load a tenure can also lapse and move on; the flock still proves
+        // that no two commands overlap).
+        let start = Instant::now();
+        let (term, child_pid, rec) = loop {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "round {round}: no command started"
+            );
+            let s = starts();
+            if s.len() > seen {
+                let (term, pid) = *s.last().unwrap();
+                let rec = store.read(&key).await.unwrap().unwrap();
+                if rec.term == term && rec.is_held() {
+                    break (term, pid, rec);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        seen = starts().len();
+        assert_eq!(rec.term, term, "the running command has the lease's term");
+        let holder = rec.holder.unwrap();
+        let idx: usize = holder
+            .trim_start_matches("cand")
+            .split('#')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let signal = if round < 2 {
+            Signal::SIGKILL
+        } else {
+            Signal::SIGTERM
+        };
+        kill(Pid::from_raw(procs[idx].id() as i32), signal).unwrap();
+        let _ = procs[idx].wait();
+        wait_until("the old command to die", Duration::from_secs(5), || {
+            (!alive(child_pid)).then_some(())
+        })
+        .await;
+        if round < 2 {
+            procs[idx] = spawn(idx);
+        }
+    }
+    let (term, _) = wait_until("the final takeover", Duration::from_secs(15), || {
+        starts().last().copied().filter(|_| starts().len() > seen)
+    })
+    .await;
+    for p in &mut procs {
+        let _ = kill(Pid::from_raw(p.id() as i32), Signal::SIGTERM);
+        let _ = p.wait();
+    }
+    let log = std::fs::read_to_string(&events).unwrap();
+    assert!(
+        !log.contains("VIOLATION"),
+        "two commands ran at once:\n{log}"
+    );
+    let terms: Vec<u64> = starts().iter().map(|s| s.0).collect();
+    assert!(
+        terms.windows(2).all(|w| w[0] < w[1]),
+        "terms increase: {terms:?}"
+    );
+    assert_eq!(terms.last(), Some(&term));
+}
+
+fn rand_u32() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id()
+}
+
+/// The store goes silent (a blackholed network). The command ignores SIGTERM,
+/// so only SIGKILL stops it; it must be dead before the lease expires by the
+/// store's clock, and `--exit-on-loss` then exits with code 3.
+#[tokio::test]
+async fn command_is_killed_before_the_lease_can_expire_when_the_store_goes_silent() {
+    let direct = servers::mysql_url();
+    let Some(store) = servers::connect_or_skip(&direct, &StoreOptions::default()).await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:3306").await;
+    let via_proxy = direct.replace("127.0.0.1:3306", &format!("127.0.0.1:{}", proxy.port));
+    assert_ne!(
+        via_proxy, direct,
+        "test expects the default MariaDB URL on 127.0.0.1:3306"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let election = format!("silent-{:x}", rand_u32());
+    let mut t = spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &via_proxy,
+            "--election",
+            &election,
+            "--ttl",
+            "2s",
+            "--exit-on-loss",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; echo $$ > child.pid; while :; do sleep 0.05; done",
+        ],
+        &dir.path().join("log"),
+    );
+    let child = wait_until("child start", Duration::from_secs(10), || {
+        read_pid(&dir.path().join("child.pid"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_blackhole(true);
+    let blackholed = Instant::now();
+    wait_until("the child to be killed", Duration::from_secs(10), || {
+        (!alive(child)).then_some(())
+    })
+    .await;
+    let died_at_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
+    let rec = store
+        .read(&ElectionKey::new("default", election))
+        .await
+        .unwrap()
+        .unwrap();
+    // Same host, so the store's clock and ours agree to well under a millisecond.
+    let margin_ms = (rec.expires_at_us - died_at_us) as f64 / 1000.0;
+    assert!(
+        margin_ms > 0.0,
+        "child died {:.1}ms AFTER the lease expired (blackholed {:?} before)",
+        -margin_ms,
+        blackholed.elapsed()
+    );
+    eprintln!("child killed {margin_ms:.1}ms before the lease expired");
+    let status = tokio::task::spawn_blocking(move || t.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "--exit-on-loss exits 3: {}",
+        std::fs::read_to_string(dir.path().join("log")).unwrap()
+    );
+}
+
+/// `--wait`: the store is down at start; tenure keeps retrying, then leads as
+/// soon as the store appears.
+#[tokio::test]
+async fn wait_retries_an_unreachable_store_until_it_appears() {
+    let url = servers::mysql_url();
+    if servers::connect_or_skip(&url, &StoreOptions::default())
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let late = url.replace("127.0.0.1:3306", &format!("127.0.0.1:{port}"));
+    assert_ne!(
+        late, url,
+        "test expects the default MariaDB URL on 127.0.0.1:3306"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let election = format!("wait-{:x}", rand_u32());
+    let mut t = spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--wait",
+            "--store",
+            &late,
+            "--election",
+            &election,
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo $TENURE_TERM > ran; exit 0",
+        ],
+        &dir.path().join("log"),
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        t.try_wait().unwrap().is_none(),
+        "still waiting for the store"
+    );
+    assert!(!dir.path().join("ran").exists());
+    // The store "comes up": a proxy on that port to the real server.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut s) = tokio::net::TcpStream::connect("127.0.0.1:3306").await {
+                    let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+                }
+            });
+        }
+    });
+    let ran = dir.path().join("ran");
+    wait_until(
+        "the command to run once the store is up",
+        Duration::from_secs(15),
+        || ran.exists().then_some(()),
+    )
+    .await;
+    let status = tokio::task::spawn_blocking(move || t.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(dir.path().join("log")).unwrap()
+    );
+}
+
+/// `--restart`: the command is restarted while leadership lasts.
+#[tokio::test]
+async fn restart_keeps_the_command_running_while_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let mut t = spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--restart",
+            "--store",
+            &url,
+            "--election",
+            "again",
+            "--",
+            "sh",
+            "-c",
+            "echo $TENURE_TERM >> runs; exit 5",
+        ],
+        &dir.path().join("log"),
+    );
+    let runs = dir.path().join("runs");
+    wait_until("three runs", Duration::from_secs(15), || {
+        (std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= 3)
+            .then_some(())
+    })
+    .await;
+    assert!(
+        t.try_wait().unwrap().is_none(),
+        "tenure keeps going with --restart"
+    );
+    let terms: Vec<String> = std::fs::read_to_string(&runs)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(
+        terms.iter().all(|t| t == "1"),
+        "same tenure, same term: {terms:?}"
+    );
+    kill(Pid::from_raw(t.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || t.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(143));
+}
+
+/// `tenure transfer`, `tenure resign`, `tenure watch` and `tenure status
+/// --history` against three `tenure run` processes.
+#[tokio::test]
+async fn transfer_resign_watch_and_history_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let d = dir.path();
+    let mut watch = std::process::Command::new(common::BIN)
+        .args(["watch", "--json", "--store", &url, "--election", "ops"])
+        .stdout(std::fs::File::create(d.join("watch.jsonl")).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut procs = Vec::new();
+    for (i, prio) in [(1, "0"), (2, "0"), (3, "7")] {
+        procs.push(spawn_tenure(
+            d,
+            &[
+                "run",
+                "--store",
+                &url,
+                "--election",
+                "ops",
+                "--ttl",
+                "2s",
+                "--id",
+                &format!("box{i}"),
+                "--priority",
+                prio,
+                "--",
+                "sleep",
+                "1000",
+            ],
+            &d.join(format!("box{i}.log")),
+        ));
+        // box1 leads; the others join after it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let store = tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let key = ElectionKey::new("default", "ops");
+    let start = Instant::now();
+    while store
+        .members(&key)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|m| m.live)
+        .count()
+        < 3
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "three members register"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = tenure(
+        d,
+        &[
+            "transfer",
+            "--store",
+            &url,
+            "--election",
+            "ops",
+            "--to",
+            "box2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("box2#") && text(&out).contains("(term 2, transfer)"),
+        "{}",
+        text(&out)
+    );
+    let out = tenure(d, &["resign", "--store", &url, "--election", "ops"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("box3#") && text(&out).contains("(term 3, resign)"),
+        "priority 7 succeeds: {}",
+        text(&out)
+    );
+    // The watcher polls; a term that ends before its next read would be
+    // reported only as "no leader". Wait until it has seen box3 lead.
+    let start = Instant::now();
+    while !std::fs::read_to_string(d.join("watch.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("\"change\":\"leader\"") && l.contains("\"term\":3"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "watch reports term 3"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = tenure(
+        d,
+        &[
+            "transfer",
+            "--store",
+            &url,
+            "--election",
+            "ops",
+            "--to",
+            "nobody",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "unknown target is bad input: {}",
+        text(&out)
+    );
+    let out = tenure(d, &["status", "--store", &url, "--history", "5"]);
+    let s = text(&out);
+    assert!(
+        s.contains("members:") && s.contains("PRIORITY") && s.contains("recent terms:"),
+        "{s}"
+    );
+    assert!(
+        s.contains("transfer") && s.contains("resign") && s.contains("first"),
+        "{s}"
+    );
+    for p in &mut procs {
+        let _ = kill(Pid::from_raw(p.id() as i32), Signal::SIGTERM);
+        let _ = p.wait();
+    }
+    let out = tenure(d, &["resign", "--store", &url, "--election", "ops"]);
+    assert_eq!(out.status.code(), Some(1), "nobody leads: {}", text(&out));
+    assert!(
+        text(&out).contains("no leader of default/ops"),
+        "{}",
+        text(&out)
+    );
+    let start = Instant::now();
+    while !std::fs::read_to_string(d.join("watch.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .contains("no_leader")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "watch reports that nobody leads"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let seen = std::fs::read_to_string(d.join("watch.jsonl")).unwrap();
+    let terms: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.contains("\"change\":\"leader\""))
+        .collect();
+    assert!(terms.len() >= 3, "watch saw every new leader:\n{seen}");
+    assert!(
+        seen.lines()
+            .last()
+            .unwrap_or_default()
+            .contains("no_leader"),
+        "and the end:\n{seen}"
+    );
+}

@@ -1,0 +1,821 @@
+//! The campaign task: follows until the lease is free, acquires, renews, steps down.
+//!
+//! One task per elector. Followers sleep until the lease's remaining time (as the
+//! store measured it) runs out, or a short poll period to notice a release,
+//! whichever is sooner; they write only when the lease is free. The leader renews
+//! every renew period and steps down at its local deadline at the latest, whether
+//! or not the store ever answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::elector::Config;
+use crate::error::{Error, Result};
+use crate::leadership::{Shared, State};
+use crate::store::{
+    changed, Acquire, Changes, Claim, DynStore, Handover, LeaseRecord, Member, Tenure,
+};
+
+/// Requests from the [`Elector`](crate::Elector) handle.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Resign(oneshot::Sender<Result<()>>),
+    Transfer(String, oneshot::Sender<Result<()>>),
+    Shutdown(oneshot::Sender<Result<()>>),
+}
+
+/// Extra wait after a lease's remaining time, so the store's clock has surely
+/// passed the expiry when we try.
+const SETTLE: Duration = Duration::from_millis(2);
+
+enum Next {
+    Follow { hold_off: Option<Duration> },
+    Lead { tenure: Tenure, deadline: Duration },
+    Stop,
+}
+
+pub(crate) struct Campaign {
+    config: Arc<Config>,
+    store: DynStore,
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// Smoothed round-trip time of successful writes, for the safety margin.
+    rtt: Duration,
+    /// Consecutive store failures, to log the first of a streak loudly and the rest quietly.
+    failures: u32,
+    /// Pushed change notifications, where the store has them.
+    changes: Option<Changes>,
+    /// Whether we already left the member list while stepping down.
+    left: bool,
+}
+
+fn jittered(period: Duration) -> Duration {
+    // Uniform in [period/2, period]: spreads candidates apart without making
+    // anyone slower than the configured period.
+    period.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
+}
+
+impl Campaign {
+    pub fn new(
+        config: Arc<Config>,
+        store: DynStore,
+        shared: Arc<Shared>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        let changes = store.subscribe();
+        Self {
+            config,
+            store,
+            shared,
+            commands,
+            rtt: Duration::ZERO,
+            failures: 0,
+            changes,
+            left: false,
+        }
+    }
+
+    pub async fn run(self) {
+        // If the campaign ever panicked, handles must not believe we lead or
+        // wait forever: the guard ends leadership and marks the elector closed.
+        let guard = Closed(self.shared.clone());
+        self.campaign().await;
+        drop(guard);
+    }
+
+    async fn campaign(mut self) {
+        let membership = tokio::spawn(membership(
+            self.store.clone(),
+            self.shared.clone(),
+            Member {
+                key: self.config.key.clone(),
+                holder: self.config.holder.clone(),
+                metadata: self.config.metadata.clone(),
+                priority: self.config.priority,
+            },
+            self.config.ttl,
+        ));
+        let mut next = Next::Follow { hold_off: None };
+        loop {
+            next = match next {
+                Next::Follow { hold_off } => self.follow(hold_off).await,
+                Next::Lead { tenure, deadline } => self.lead(tenure, deadline).await,
+                Next::Stop => break,
+            };
+        }
+        membership.abort();
+        if !self.left {
+            let leave = self.store.leave(&self.config.key, &self.config.holder);
+            let _ = tokio::time::timeout(self.leave_timeout(), leave).await;
+        }
+        self.shared.end();
+        self.shared
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        // Wake anyone waiting in `acquired()`.
+        self.shared.current.send_replace(None);
+        self.shared.publish(State::NoLeader);
+    }
+
+    fn now(&self) -> Duration {
+        self.shared.clock.now()
+    }
+
+    fn store_failed(&mut self, what: &str, e: &Error) {
+        self.failures += 1;
+        if self.failures == 1 || self.failures % 50 == 0 {
+            tracing::warn!(election = %self.config.key, failures = self.failures, "{what} failed: {e}");
+        } else {
+            tracing::debug!(election = %self.config.key, failures = self.failures, "{what} failed: {e}");
+        }
+    }
+
+    fn store_ok(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(election = %self.config.key, after = self.failures, "store reachable again");
+        }
+        self.failures = 0;
+    }
+
+    fn note_rtt(&mut self, sample: Duration) {
+        self.rtt = if self.rtt.is_zero() {
+            sample
+        } else {
+            // EWMA with weight 1/4, but jump up at once: a margin that lags a
+            // slowing store is the unsafe direction.
+            (self.rtt.mul_f64(0.75) + sample.mul_f64(0.25)).max(sample.min(self.rtt * 2))
+        };
+    }
+
+    /// Sleeps until `until`, unless a command arrives first. Returns the
+    /// transition a command demands, if any.
+    async fn idle_until(&mut self, until: Duration) -> Option<Next> {
+        let sleep = self.shared.clock.sleep_until(until);
+        let key = self.config.key.clone();
+        tokio::select! {
+            _ = sleep => None,
+            // A pushed change (e.g. a release) ends the wait early.
+            _ = changed(&mut self.changes, Some(&key)) => None,
+            cmd = self.commands.recv() => Some(match cmd {
+                Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
+                    let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
+                    return Box::pin(self.idle_until(until)).await;
+                }
+                Some(Command::Shutdown(reply)) => {
+                    let _ = reply.send(Ok(()));
+                    Next::Stop
+                }
+                None => Next::Stop,
+            }),
+        }
+    }
+
+    /// Runs a follower's store call, bounded by the retry budget, while still
+    /// answering commands: a hung store must not make shutdown hang too.
+    async fn follower_call<T>(
+        &mut self,
+        what: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<Result<T>, Next> {
+        let budget = self.op_timeout();
+        let until = self.now() + budget;
+        let sleep = self.shared.clock.sleep_until(until);
+        tokio::pin!(call);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                r = &mut call => return Ok(r),
+                _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
+                        let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
+                    }
+                    Some(Command::Shutdown(reply)) => {
+                        let _ = reply.send(Ok(()));
+                        return Err(Next::Stop);
+                    }
+                    None => return Err(Next::Stop),
+                },
+            }
+        }
+    }
+
+    /// How long a follower waits for one store call before counting it failed.
+    fn op_timeout(&self) -> Duration {
+        (self.config.ttl / 2).max(Duration::from_millis(50))
+    }
+
+    fn claim(&self) -> Claim {
+        Claim {
+            key: self.config.key.clone(),
+            holder: self.config.holder.clone(),
+            metadata: self.config.metadata.clone(),
+            ttl: self.config.ttl,
+        }
+    }
+
+    /// How long to wait before looking again at a lease held by someone else.
+    fn wait_for(&self, rec: &LeaseRecord) -> Duration {
+        jittered(self.config.poll_period).min(rec.remaining + SETTLE)
+    }
+
+    fn publish_record(&self, rec: Option<&LeaseRecord>) {
+        let state = match rec {
+            Some(r) if r.is_held() => State::Following {
+                leader: r.holder.clone().unwrap_or_default(),
+                term: r.term,
+            },
+            _ => State::NoLeader,
+        };
+        self.shared.publish(state);
+    }
+
+    async fn follow(&mut self, hold_off: Option<Duration>) -> Next {
+        loop {
+            let store = self.store.clone();
+            let key = self.config.key.clone();
+            let read = match self
+                .follower_call("read", async move { store.read(&key).await })
+                .await
+            {
+                Ok(r) => r,
+                Err(next) => return next,
+            };
+            let wait = match read {
+                Err(e) => {
+                    self.store_failed("reading the lease", &e);
+                    jittered(self.config.retry_period)
+                }
+                Ok(rec) => {
+                    self.store_ok();
+                    self.publish_record(rec.as_ref());
+                    match rec {
+                        Some(r)
+                            if r.is_held()
+                                && r.holder.as_deref() == Some(self.config.holder.as_str()) =>
+                        {
+                            // A live lease of ours from an earlier tenure (a renewal
+                            // that landed after we gave up, or an acquire whose
+                            // answer we lost). Nobody acts on it; free it for
+                            // everyone, and back off if the store refuses.
+                            match self.release_stale(r.term).await {
+                                Err(next) => return next,
+                                Ok(true) => Duration::ZERO,
+                                Ok(false) => jittered(self.config.retry_period),
+                            }
+                        }
+                        Some(r) if r.is_held() => self.wait_for(&r),
+                        rec => match hold_off
+                            .map(|h| h.saturating_sub(self.now()))
+                            .filter(|w| !w.is_zero())
+                        {
+                            Some(w) => w,
+                            None => match self.succession_wait(rec.as_ref()).await {
+                                Err(next) => return next,
+                                Ok(Some(wait)) => wait,
+                                Ok(None) => match self.try_acquire().await {
+                                    Ok(next) => return next,
+                                    Err(wait) => wait,
+                                },
+                            },
+                        },
+                    }
+                }
+            };
+            let until = self.now() + wait;
+            if let Some(next) = self.idle_until(until).await {
+                return next;
+            }
+        }
+    }
+
+    /// Whether to try for a free lease now (`None`) or wait (`Some`): during a
+    /// transfer window only the target tries; otherwise the designated
+    /// successor (highest priority, then longest-serving live member) tries at
+    /// once and the others only after a short grace, so one write wins a
+    /// failover instead of N racing.
+    async fn succession_wait(
+        &mut self,
+        rec: Option<&LeaseRecord>,
+    ) -> Result<Option<Duration>, Next> {
+        let Some(r) = rec else { return Ok(None) };
+        let me = self.config.identity.as_str();
+        if let Some(to) = r.handover_to.as_deref().filter(|to| *to != "*") {
+            if r.handover_until_us > r.read_at_us {
+                if to == me {
+                    return Ok(None);
+                }
+                let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
+                return Ok(Some(left.min(jittered(self.config.poll_period)) + SETTLE));
+            }
+        }
+        let store = self.store.clone();
+        let key = self.config.key.clone();
+        let members = match self
+            .follower_call("members", async move { store.members(&key).await })
+            .await?
+        {
+            Ok(m) => m,
+            // Without the member list, fall back to trying: safety never
+            // depends on succession, only the number of writes does.
+            Err(_) => return Ok(None),
+        };
+        // Skip the holder whose lease just expired or who just stepped down,
+        // and members whose last heartbeat is older than a heartbeat period
+        // (every TTL at most): a crashed member stays registered for a while,
+        // but must not hold everyone back for the grace.
+        let fresh_us = (self.config.ttl.as_micros() as i64).saturating_mul(11) / 10;
+        let successor = members.iter().find(|m| {
+            m.live
+                && r.read_at_us.saturating_sub(m.heartbeat_at_us) < fresh_us
+                && Some(m.holder.as_str()) != r.holder.as_deref()
+                && Some(m.holder.as_str()) != r.previous_holder.as_deref()
+        });
+        match successor {
+            None => Ok(None),
+            Some(s) if s.holder == self.config.holder => Ok(None),
+            Some(_) => {
+                let free_for = Duration::from_micros(
+                    r.read_at_us.saturating_sub(r.expires_at_us).max(0) as u64,
+                );
+                // With push the successor hears of the change in milliseconds;
+                // without it, within a poll period.
+                let grace = if self.changes.is_some() {
+                    Duration::from_millis(100)
+                } else {
+                    self.config.succession_grace
+                };
+                if free_for >= grace {
+                    Ok(None)
+                } else {
+                    Ok(Some(
+                        (grace - free_for).min(jittered(self.config.poll_period)) + SETTLE,
+                    ))
+                }
+            }
+        }
+    }
+
+    /// One acquisition attempt: `Ok` to lead, `Err(wait)` to keep following.
+    async fn try_acquire(&mut self) -> Result<Next, Duration> {
+        let t0 = self.now();
+        let claim = self.claim();
+        let store = self.store.clone();
+        // Bounded by ttl/2: an answer later than that could not make us leader
+        // for long anyway, and a stale acquisition is released on the next read.
+        let attempt = match self
+            .follower_call("acquire", async move { store.try_acquire(&claim).await })
+            .await
+        {
+            Ok(r) => Some(r),
+            Err(next) => return Ok(next),
+        };
+        match attempt {
+            None => Err(Duration::ZERO),
+            Some(Err(e)) => {
+                self.store_failed("acquiring the lease", &e);
+                Err(jittered(self.config.retry_period))
+            }
+            Some(Ok(Acquire::Held(rec))) => {
+                self.store_ok();
+                self.publish_record(rec.as_ref());
+                Err(rec
+                    .filter(|r| r.is_held())
+                    .map(|r| self.wait_for(&r))
+                    .unwrap_or_else(|| jittered(self.config.poll_period) / 4))
+            }
+            Some(Ok(Acquire::Acquired(rec))) => {
+                self.store_ok();
+                let now = self.now();
+                self.note_rtt(now.saturating_sub(t0));
+                let deadline = self.config.deadline(t0, self.rtt);
+                let tenure = Tenure {
+                    key: self.config.key.clone(),
+                    holder: self.config.holder.clone(),
+                    term: rec.term,
+                };
+                if now >= deadline {
+                    // The answer came too late to act on; give it back.
+                    return match self.release_stale(rec.term).await {
+                        Err(next) => Ok(next),
+                        Ok(_) => Err(jittered(self.config.retry_period)),
+                    };
+                }
+                self.shared.lead(rec.term, deadline);
+                tracing::info!(election = %self.config.key, term = rec.term, holder = %self.config.holder, "became leader");
+                if let Some(dead) = rec.previous_holder.clone() {
+                    // Its lease expired: it is gone or cut off. Drop its
+                    // registration now rather than when it lapses, so nobody
+                    // waits for it as a successor next time.
+                    let store = self.store.clone();
+                    let key = self.config.key.clone();
+                    let timeout = self.leave_timeout();
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(timeout, store.leave(&key, &dead)).await;
+                    });
+                }
+                Ok(Next::Lead { tenure, deadline })
+            }
+        }
+    }
+
+    /// Returns whether the store took the release.
+    async fn release_stale(&mut self, term: u64) -> Result<bool, Next> {
+        let tenure = Tenure {
+            key: self.config.key.clone(),
+            holder: self.config.holder.clone(),
+            term,
+        };
+        let store = self.store.clone();
+        match self
+            .follower_call("release", async move { store.release(&tenure).await })
+            .await?
+        {
+            Ok(released) => Ok(released),
+            Err(e) => {
+                self.store_failed("releasing a stale lease", &e);
+                Ok(false)
+            }
+        }
+    }
+
+    /// After resigning or handing over: stay out of the race (and out of the
+    /// member list, so nobody waits for us as the designated successor) for a
+    /// moment, so another candidate takes over.
+    async fn hold_off(&mut self) -> Next {
+        let hold_off = self.now() + (self.config.poll_period * 3).max(Duration::from_millis(250));
+        // Stepping down already left the member list; the heartbeat task
+        // rejoins when the hold-off ends.
+        self.shared.pause_membership(hold_off);
+        self.left = false;
+        Next::Follow {
+            hold_off: Some(hold_off),
+        }
+    }
+
+    async fn lead(&mut self, tenure: Tenure, mut deadline: Duration) -> Next {
+        let led_since = self.now();
+        let mut next_renew = self.next_renewal(self.now());
+        let mut renewals = 0u64;
+        let mut renew_failures = 0u32;
+        let bug_no_deadline = crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew);
+        loop {
+            if bug_no_deadline {
+                deadline = Duration::MAX;
+            }
+            // A hand-over request makes the next renewal fail, so the leader
+            // always notices it within a renew period; where the store pushes
+            // changes, the request wakes it at once. No polling reads: a
+            // process may lead a thousand elections.
+            let wake = next_renew.min(deadline);
+            let key = self.config.key.clone();
+            let mut pushed = false;
+            let command = {
+                let sleep = self.shared.clock.sleep_until(wake);
+                tokio::select! {
+                    _ = sleep => None,
+                    _ = changed(&mut self.changes, Some(&key)) => { pushed = true; None },
+                    cmd = self.commands.recv() => Some(cmd),
+                }
+            };
+            if let Some(cmd) = command {
+                return self.command_while_leading(cmd, &tenure).await;
+            }
+            if self.now() >= deadline {
+                return self
+                    .lost(&tenure, "deadline passed without a successful renewal")
+                    .await;
+            }
+            if self.now() < next_renew {
+                if !pushed {
+                    continue;
+                }
+                // The read races the deadline and commands: a hung store must
+                // delay neither stepping down nor shutdown.
+                let key = tenure.key.clone();
+                let store = self.store.clone();
+                let rec = tokio::select! {
+                    r = tokio::time::timeout(self.config.ttl / 4, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
+                    _ = self.shared.clock.sleep_until(deadline) => None,
+                    cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
+                };
+                if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
+                    return next;
+                }
+                continue;
+            }
+            let t0 = self.now();
+            let renewed = tokio::select! {
+                r = self.store.renew(&tenure, self.config.ttl) => Some(r),
+                _ = self.shared.clock.sleep_until(deadline) => None,
+                // A command while the store is slow: act on it now, dropping
+                // the renewal, instead of waiting up to the deadline.
+                cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
+            };
+            match renewed {
+                None => {
+                    return self
+                        .lost(&tenure, "the store did not answer before the deadline")
+                        .await
+                }
+                Some(Ok(true)) if self.now() >= deadline => {
+                    // The answer came at the deadline: our belief has ended
+                    // (lost() may already have fired), and a tenure never
+                    // resumes once given up. Step down and free the lease.
+                    return self
+                        .lost(&tenure, "the renewal answered only at the deadline")
+                        .await;
+                }
+                Some(Ok(true)) => {
+                    self.store_ok();
+                    renew_failures = 0;
+                    self.note_rtt(self.now().saturating_sub(t0));
+                    deadline = self.config.deadline(t0, self.rtt);
+                    self.shared.lead(tenure.term, deadline);
+                    next_renew = self.next_renewal(t0);
+                    renewals += 1;
+                    if renewals % 3 == 0 {
+                        // Dead members are reaped by the leader, every third renewal.
+                        let _ = tokio::time::timeout(
+                            self.config.ttl / 2,
+                            self.store.reap(&self.config.key),
+                        )
+                        .await;
+                    }
+                    if let Some(next) = self.maybe_preempt(&tenure, led_since).await {
+                        return next;
+                    }
+                }
+                Some(Ok(false)) => {
+                    self.store_ok();
+                    self.shared.end();
+                    let rec =
+                        tokio::time::timeout(self.config.ttl / 4, self.store.read(&tenure.key))
+                            .await
+                            .ok()
+                            .and_then(|r| r.ok())
+                            .flatten();
+                    if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
+                        return next;
+                    }
+                    tracing::warn!(election = %self.config.key, term = tenure.term, "leadership lost: the store no longer has our lease (expired or taken over)");
+                    return Next::Follow { hold_off: None };
+                }
+                Some(Err(e)) => {
+                    self.store_failed("renewing the lease", &e);
+                    renew_failures += 1;
+                    // The first failure is often a pooled connection that died
+                    // with a server restart: the next one is likely fine, so
+                    // retry at once; after that, back off.
+                    let wait = if renew_failures == 1 {
+                        Duration::from_millis(5)
+                    } else {
+                        jittered(self.config.retry_period)
+                    };
+                    next_renew = self.now() + wait;
+                }
+            }
+        }
+    }
+
+    async fn command_while_leading(&mut self, cmd: Option<Command>, tenure: &Tenure) -> Next {
+        match cmd {
+            Some(Command::Resign(reply)) => {
+                let result = self
+                    .step_down_handover(
+                        tenure,
+                        Handover::Anyone,
+                        self.config.handover_window,
+                        "resign",
+                    )
+                    .await;
+                let _ = reply.send(result);
+                self.hold_off().await
+            }
+            Some(Command::Transfer(identity, reply)) => {
+                let result = self
+                    .step_down_handover(
+                        tenure,
+                        Handover::To(identity),
+                        self.config.handover_window,
+                        "transfer",
+                    )
+                    .await;
+                let _ = reply.send(result);
+                self.hold_off().await
+            }
+            Some(Command::Shutdown(reply)) => {
+                let result = if self.config.release_on_shutdown {
+                    self.step_down_and_release(tenure, "shutting down").await
+                } else {
+                    self.shared.end();
+                    Ok(())
+                };
+                let _ = reply.send(result);
+                Next::Stop
+            }
+            None => {
+                let _ = self.step_down_and_release(tenure, "elector dropped").await;
+                Next::Stop
+            }
+        }
+    }
+
+    /// The next renewal after one sent at `t0`: on a grid of renew periods,
+    /// so every elector of this process with the same period renews at the
+    /// same instants and the store can batch them. It is never later than
+    /// `t0 + renew_period` (sometimes earlier, which is always safe).
+    fn next_renewal(&self, t0: Duration) -> Duration {
+        let period = self.config.renew_period.as_nanos().max(1);
+        let slot = (t0 + self.config.renew_period).as_nanos() / period * period;
+        let next = Duration::from_nanos(slot as u64);
+        if next <= t0 {
+            t0 + self.config.renew_period
+        } else {
+            next
+        }
+    }
+
+    /// If someone asked (through the store) for our lease to be handed over,
+    /// step down and hand it over as asked.
+    async fn act_on_handover_request(
+        &mut self,
+        tenure: &Tenure,
+        rec: Option<LeaseRecord>,
+    ) -> Option<Next> {
+        let rec = rec?;
+        if rec.holder.as_deref() != Some(tenure.holder.as_str()) || rec.term != tenure.term {
+            return None;
+        }
+        let to = rec.handover_to.clone()?;
+        let to = if to == "*" {
+            Handover::Anyone
+        } else {
+            Handover::To(to)
+        };
+        let window = crate::store::remaining_from_us(rec.handover_until_us, rec.read_at_us);
+        let reason = if matches!(to, Handover::Anyone) {
+            "resign"
+        } else {
+            "transfer"
+        };
+        tracing::info!(election = %self.config.key, term = tenure.term, "hand-over requested ({reason})");
+        let _ = self.step_down_handover(tenure, to, window, reason).await;
+        Some(self.hold_off().await)
+    }
+
+    /// Preemption: after leading for `preempt_after`, yield to a live member
+    /// of higher priority.
+    async fn maybe_preempt(&mut self, tenure: &Tenure, led_since: Duration) -> Option<Next> {
+        let stable = self.config.preempt_after?;
+        if self.now().saturating_sub(led_since) < stable {
+            return None;
+        }
+        let members = tokio::time::timeout(self.config.ttl / 4, self.store.members(&tenure.key))
+            .await
+            .ok()?
+            .ok()?;
+        let better = members.iter().find(|m| {
+            m.live && m.priority > self.config.priority && m.holder != self.config.holder
+        })?;
+        let identity = better.identity.clone();
+        tracing::info!(election = %self.config.key, term = tenure.term, to = %identity, "preempted by a member of higher priority");
+        let _ = self
+            .step_down_handover(
+                tenure,
+                Handover::To(identity),
+                self.config.handover_window,
+                "preempt",
+            )
+            .await;
+        Some(self.hold_off().await)
+    }
+
+    /// Local step-down first, then hand the lease over in one conditional write.
+    async fn step_down_handover(
+        &mut self,
+        tenure: &Tenure,
+        to: Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<()> {
+        self.shared.end();
+        tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {reason}");
+        let timeout = self.config.ttl / 2;
+        let handed =
+            tokio::time::timeout(timeout, self.store.hand_over(tenure, &to, window, reason)).await;
+        self.leave_after_handing_over().await;
+        match handed {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                self.store_failed("handing the lease over", &e);
+                Err(e)
+            }
+            Err(_) => Err(Error::Timeout {
+                what: "hand-over",
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Steps down after the deadline passed and frees the old lease if we can.
+    async fn lost(&mut self, tenure: &Tenure, why: &str) -> Next {
+        self.shared.end();
+        tracing::warn!(election = %self.config.key, term = tenure.term, "leadership lost: {why}");
+        // The release names our term, so it can never touch a successor's lease.
+        let store = self.store.clone();
+        let tenure = tenure.clone();
+        let timeout = self.config.ttl;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(timeout, store.release(&tenure)).await;
+        });
+        Next::Follow { hold_off: None }
+    }
+
+    /// How long a release or hand-over may take before we give up on it (the
+    /// lease then simply expires): short, so shutdown never hangs on a slow store.
+    fn release_timeout(&self) -> Duration {
+        (self.config.ttl / 2).min(Duration::from_secs(2))
+    }
+
+    /// Leaves the member list after the lease was freed (followers already skip
+    /// the previous holder as successor). Membership stays paused for a moment
+    /// (see `hold_off`), or for good on shutdown.
+    async fn leave_after_handing_over(&mut self) {
+        self.shared.pause_membership(
+            self.now() + (self.config.poll_period * 3).max(Duration::from_millis(250)),
+        );
+        let leave = self.store.leave(&self.config.key, &self.config.holder);
+        let _ = tokio::time::timeout(self.leave_timeout(), leave).await;
+        self.left = true;
+    }
+
+    /// Leaving the member list is a courtesy (registrations lapse by themselves).
+    fn leave_timeout(&self) -> Duration {
+        (self.config.ttl / 4).min(Duration::from_secs(1))
+    }
+
+    /// Local step-down first (no one acts as leader after this), then release.
+    async fn step_down_and_release(&mut self, tenure: &Tenure, why: &str) -> Result<()> {
+        self.shared.end();
+        tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {why}");
+        let timeout = self.release_timeout();
+        let released = tokio::time::timeout(timeout, self.store.release(tenure)).await;
+        self.leave_after_handing_over().await;
+        match released {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                self.store_failed("releasing the lease", &e);
+                Err(e)
+            }
+            Err(_) => Err(Error::Timeout {
+                what: "release",
+                after: timeout,
+            }),
+        }
+    }
+}
+
+/// Ends leadership and closes the elector when the campaign task ends, however.
+struct Closed(Arc<Shared>);
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        self.0.end();
+        self.0
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.current.send_replace(None);
+        self.0.publish(State::NoLeader);
+    }
+}
+
+/// Keeps this candidate registered: one heartbeat per TTL, lapsing after three
+/// missed ones; none while membership is paused after a resignation.
+async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, ttl: Duration) {
+    loop {
+        if !shared.membership_paused() {
+            match tokio::time::timeout(ttl, store.heartbeat(&member, ttl * 3)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
+                Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
+            }
+        }
+        let next = shared.clock.now() + jittered(ttl);
+        let paused_until = Duration::from_nanos(
+            shared
+                .membership_paused_until
+                .load(std::sync::atomic::Ordering::Acquire),
+        );
+        // Wake when the pause ends, to rejoin at once.
+        let wake = if paused_until > shared.clock.now() {
+            paused_until.min(next)
+        } else {
+            next
+        };
+        shared.clock.sleep_until(wake).await;
+    }
+}

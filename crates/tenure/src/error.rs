@@ -1,0 +1,125 @@
+//! The one error type of the crate.
+//!
+//! Callers mostly need to know which of three things happened: the store could not
+//! be reached (retry later), leadership is gone (stop acting as leader), or the
+//! configuration is wrong (fix it; retrying will not help). The variants keep those
+//! apart; [`Error::is_retryable`] answers the first question directly.
+
+use std::time::Duration;
+
+/// Errors returned by tenure.
+///
+/// Messages name the problem and, where there is one, the fix. They never contain
+/// a password: store URLs are redacted before they are put into an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting is out of range or malformed (election name, TTL, renew period, ...).
+    #[error("invalid {field}: {reason}")]
+    InvalidConfig {
+        /// Which setting is wrong, e.g. `ttl` or `election`.
+        field: &'static str,
+        /// Why, and what would be accepted.
+        reason: String,
+    },
+
+    /// The store URL could not be parsed or names no known store.
+    #[error("invalid store URL {url}: {reason}")]
+    InvalidUrl {
+        /// The URL with any password replaced by `***`.
+        url: String,
+        /// What is wrong and what would be accepted.
+        reason: String,
+    },
+
+    /// The store could not be reached or did not answer in time. Retrying may help.
+    #[error("store {store} unavailable: {reason}")]
+    Unavailable {
+        /// The store, described without secrets.
+        store: String,
+        /// The underlying cause.
+        reason: String,
+    },
+
+    /// The store refused the credentials or lacks a privilege tenure needs.
+    #[error("store {store} refused access: {reason}")]
+    PermissionDenied {
+        /// The store, described without secrets.
+        store: String,
+        /// The underlying cause and the fix.
+        reason: String,
+    },
+
+    /// The store's tables are missing or have a schema version this build does not know.
+    #[error("store {store} schema problem: {reason}")]
+    Schema {
+        /// The store, described without secrets.
+        store: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// The store answered with something tenure did not expect (a bug or a foreign table).
+    #[error("store {store} returned unexpected data: {reason}")]
+    Protocol {
+        /// The store, described without secrets.
+        store: String,
+        /// What was unexpected.
+        reason: String,
+    },
+
+    /// This candidate does not hold (or no longer holds) the lease.
+    #[error("not the leader of {election}")]
+    NotLeader {
+        /// `namespace/election`.
+        election: String,
+    },
+
+    /// Nobody leads the election (nothing to resign or transfer).
+    #[error("no leader of {election}: nothing to hand over")]
+    NoLeader {
+        /// `namespace/election`.
+        election: String,
+    },
+
+    /// The elector has been shut down.
+    #[error("the elector has been shut down")]
+    Shutdown,
+
+    /// An operation did not finish within its time budget.
+    #[error("{what} did not finish within {after:?}")]
+    Timeout {
+        /// The operation.
+        what: &'static str,
+        /// The budget it had.
+        after: Duration,
+    },
+}
+
+impl Error {
+    /// True for errors that may go away by themselves (store unreachable, timeouts).
+    ///
+    /// ```
+    /// let e = tenure::Error::Unavailable { store: "postgres://db/app".into(), reason: "refused".into() };
+    /// assert!(e.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
+    }
+
+    /// True for errors that come from the caller's input or setup: fixing the
+    /// input, not retrying, is what helps. The CLI exits with code 2 for these.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::InvalidConfig { .. } | Error::InvalidUrl { .. })
+    }
+
+    pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,95 @@
+//! Resignation and transfer requested from any process (`tenure resign`,
+//! `tenure transfer`), without talking to the leader directly: the request is
+//! written on the lease, the leader's next renewal fails, and it steps down in
+//! favour of the named member (or anyone).
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::store::{DynStore, ElectionKey, Handover, LeaseRecord};
+
+/// Asks whoever leads `key` to step down; the next candidate takes over as
+/// soon as it has. Errors with [`Error::NoLeader`] if nobody leads.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use tenure::store::{connect, ElectionKey};
+/// let store = connect("memory://", &Default::default()).await?;
+/// let err = tenure::handover::resign(&store, &ElectionKey::new("default", "x")).await.unwrap_err();
+/// assert!(matches!(err, tenure::Error::NoLeader { .. }));
+/// # Ok(()) }
+/// ```
+pub async fn resign(store: &DynStore, key: &ElectionKey) -> Result<LeaseRecord> {
+    let window = store
+        .read(key)
+        .await?
+        .map(|r| r.ttl)
+        .unwrap_or(Duration::from_secs(10));
+    store
+        .request_handover(key, &Handover::Anyone, window, "resign")
+        .await?
+        .ok_or_else(|| Error::NoLeader {
+            election: key.to_string(),
+        })
+}
+
+/// Asks whoever leads `key` to hand over to the live member `identity`, which
+/// alone may acquire for `window` after the leader stepped down.
+pub async fn transfer(
+    store: &DynStore,
+    key: &ElectionKey,
+    identity: &str,
+    window: Duration,
+) -> Result<LeaseRecord> {
+    check_target(store, key, identity).await?;
+    let current = store.read(key).await?.filter(|r| r.is_held());
+    if let Some(holder) = current.as_ref().and_then(|r| r.holder.as_deref()) {
+        if crate::store::identity_of(holder) == identity {
+            return Err(Error::config(
+                "transfer target",
+                format!("{identity:?} already leads {key}"),
+            ));
+        }
+    }
+    // The leader needs up to a renew period to notice; the window starts then.
+    let ttl = current.map(|r| r.ttl).unwrap_or_default();
+    store
+        .request_handover(
+            key,
+            &Handover::To(identity.to_string()),
+            window + ttl,
+            "transfer",
+        )
+        .await?
+        .ok_or_else(|| Error::NoLeader {
+            election: key.to_string(),
+        })
+}
+
+/// Checks that `identity` is a live member of `key`.
+pub(crate) async fn check_target(
+    store: &DynStore,
+    key: &ElectionKey,
+    identity: &str,
+) -> Result<()> {
+    let members = store.members(key).await?;
+    if members.iter().any(|m| m.live && m.identity == identity) {
+        return Ok(());
+    }
+    let live: Vec<&str> = members
+        .iter()
+        .filter(|m| m.live)
+        .map(|m| m.identity.as_str())
+        .collect();
+    Err(Error::config(
+        "transfer target",
+        format!(
+            "no live member of {key} has identity {identity:?}; live members: {}",
+            if live.is_empty() {
+                "none".to_string()
+            } else {
+                live.join(", ")
+            }
+        ),
+    ))
+}

@@ -1,0 +1,247 @@
+//! What a leader holds: the term, a local deadline, and the signal that it ended.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::clock::SharedClock;
+use crate::store::{ElectionKey, Tenure};
+
+/// Where an elector stands, as published by [`Elector::leadership`](crate::Elector::leadership).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum State {
+    /// Nobody holds the lease (or this candidate cannot tell who does).
+    NoLeader,
+    /// Another candidate leads.
+    Following {
+        /// The leader's holder id (`identity#session`).
+        leader: String,
+        /// The leader's term.
+        term: u64,
+    },
+    /// This candidate leads.
+    Leading {
+        /// The fencing token of this tenure.
+        term: u64,
+    },
+}
+
+/// The current tenure as the campaign task last established it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Current {
+    pub term: u64,
+    /// Local deadline on the elector's clock.
+    pub deadline: Duration,
+}
+
+/// State shared between the campaign task and every handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Local deadline in clock nanoseconds; 0 when not leading. Read without a
+    /// lock by `is_leader()`.
+    pub deadline_ns: AtomicU64,
+    pub term: AtomicU64,
+    pub current: watch::Sender<Option<Current>>,
+    pub state: watch::Sender<State>,
+    pub closed: AtomicBool,
+    /// Until when (clock nanoseconds) this candidate stays out of the member list.
+    pub membership_paused_until: AtomicU64,
+    pub clock: SharedClock,
+    pub key: ElectionKey,
+    pub holder: String,
+}
+
+impl Shared {
+    pub fn new(clock: SharedClock, key: ElectionKey, holder: String) -> Self {
+        Self {
+            deadline_ns: AtomicU64::new(0),
+            term: AtomicU64::new(0),
+            current: watch::Sender::new(None),
+            state: watch::Sender::new(State::NoLeader),
+            closed: AtomicBool::new(false),
+            membership_paused_until: AtomicU64::new(0),
+            clock,
+            key,
+            holder,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        let deadline = self.deadline_ns.load(Ordering::Acquire);
+        if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) {
+            return deadline != 0;
+        }
+        deadline != 0 && (self.clock.now().as_nanos() as u64) < deadline
+    }
+
+    /// Records a (re)newed tenure. The atomics come first so `is_leader()` is
+    /// never true for a term the watchers have not been told about yet... and
+    /// never true after `end` cleared them.
+    pub fn lead(&self, term: u64, deadline: Duration) {
+        self.term.store(term, Ordering::Release);
+        self.deadline_ns
+            .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
+        self.current.send_replace(Some(Current { term, deadline }));
+        self.state
+            .send_if_modified(|s| replace_if_changed(s, State::Leading { term }));
+    }
+
+    /// Ends the tenure locally: first the cheap flag, then the watchers.
+    pub fn end(&self) {
+        self.deadline_ns.store(0, Ordering::Release);
+        self.current.send_replace(None);
+        self.state.send_if_modified(|s| match s {
+            State::Leading { .. } => {
+                *s = State::NoLeader;
+                true
+            }
+            _ => false,
+        });
+    }
+
+    pub fn pause_membership(&self, until: Duration) {
+        self.membership_paused_until
+            .store(until.as_nanos() as u64, Ordering::Release);
+    }
+
+    pub fn membership_paused(&self) -> bool {
+        (self.clock.now().as_nanos() as u64) < self.membership_paused_until.load(Ordering::Acquire)
+    }
+
+    pub fn publish(&self, state: State) {
+        self.state
+            .send_if_modified(|s| replace_if_changed(s, state));
+    }
+
+    pub fn leadership(&self) -> Option<Leadership> {
+        let current = (*self.current.borrow())?;
+        if self.clock.now() >= current.deadline {
+            return None;
+        }
+        Some(Leadership {
+            term: current.term,
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            current: self.current.subscribe(),
+            clock: self.clock.clone(),
+        })
+    }
+}
+
+fn replace_if_changed(slot: &mut State, new: State) -> bool {
+    if *slot == new {
+        false
+    } else {
+        *slot = new;
+        true
+    }
+}
+
+/// One tenure of leadership: its term and the signal that it is over.
+///
+/// Valid until the local deadline (an instant taken before the last successful
+/// renew, plus the TTL, less the drift bound and a safety margin), or until the
+/// elector learns of a loss, whichever is first. [`lost`](Self::lost) resolves at
+/// the deadline at the latest, even if the store never answers again.
+///
+/// ```no_run
+/// # async fn demo(elector: &tenure::Elector) -> tenure::Result<()> {
+/// let leadership = elector.acquired().await?;
+/// println!("leading under term {}", leadership.term());
+/// tokio::select! {
+///     _ = leadership.lost() => println!("lost it"),
+///     _ = do_leader_work(leadership.term()) => {}
+/// }
+/// # Ok(()) }
+/// # async fn do_leader_work(_term: u64) {}
+/// ```
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    term: u64,
+    key: ElectionKey,
+    holder: String,
+    current: watch::Receiver<Option<Current>>,
+    clock: SharedClock,
+}
+
+impl Leadership {
+    /// The term: the fencing token to attach to everything the leader writes.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The election this tenure is of.
+    pub fn election(&self) -> &ElectionKey {
+        &self.key
+    }
+
+    /// This candidate's holder id.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The tenure as the store knows it, for fenced transactions.
+    pub fn tenure(&self) -> Tenure {
+        Tenure {
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            term: self.term,
+        }
+    }
+
+    /// The local deadline on the elector's clock, if this tenure is still current.
+    pub fn deadline(&self) -> Option<Duration> {
+        match *self.current.borrow() {
+            Some(c) if c.term == self.term => Some(c.deadline),
+            _ => None,
+        }
+    }
+
+    /// How long this tenure is certainly valid, from now; zero once it is over.
+    pub fn remaining(&self) -> Duration {
+        if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) && self.deadline().is_some() {
+            return Duration::MAX;
+        }
+        self.deadline()
+            .map(|d| d.saturating_sub(self.clock.now()))
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// True while this tenure is current and before its deadline.
+    pub fn is_valid(&self) -> bool {
+        !self.remaining().is_zero()
+    }
+
+    /// Resolves when this tenure ends: at the local deadline at the latest.
+    pub async fn lost(&self) {
+        self.expiring(Duration::ZERO).await
+    }
+
+    /// Resolves once the deadline is less than `lead` away (and not extended by
+    /// a renewal in the meantime), or the tenure ended. A supervisor uses it to
+    /// start stopping work early enough to be done before the deadline.
+    pub async fn expiring(&self, lead: Duration) {
+        let mut rx = self.current.clone();
+        loop {
+            let deadline = match *rx.borrow_and_update() {
+                Some(c) if c.term == self.term => c.deadline,
+                _ => return,
+            };
+            let mut wake = deadline.saturating_sub(lead);
+            if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) {
+                wake = Duration::MAX;
+            }
+            if self.clock.now() >= wake {
+                return;
+            }
+            tokio::select! {
+                _ = self.clock.sleep_until(wake) => {}
+                changed = rx.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+}

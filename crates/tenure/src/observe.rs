@@ -1,0 +1,313 @@
+//! Watching elections without competing (seed 002's observer role).
+//!
+//! An [`Observer`] reads the store, never writes to it, and reports every change
+//! of leader, including "no leader", as a [`Change`]. Like a follower it sleeps
+//! until the next lease is due to expire, or a poll period, whichever is sooner.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::store::{DynStore, ElectionKey, LeaseRecord};
+
+/// Which elections to observe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Selection {
+    /// Every election in the store.
+    All,
+    /// Every election of one namespace.
+    Namespace(String),
+    /// These elections (they need not exist yet: they report "no leader").
+    Elections(Vec<ElectionKey>),
+}
+
+/// A change seen by an [`Observer`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Change {
+    /// `holder` leads `key` under `term` (a new leader, or a new term).
+    Leader {
+        /// The election.
+        key: ElectionKey,
+        /// The leader's holder id.
+        holder: String,
+        /// The leader's term.
+        term: u64,
+        /// What the leader attached to its lease.
+        metadata: String,
+    },
+    /// Nobody leads `key` (released, expired, or never acquired).
+    NoLeader {
+        /// The election.
+        key: ElectionKey,
+        /// The last term handed out (0 if never).
+        last_term: u64,
+    },
+    /// The store could not be read; the observer keeps retrying.
+    StoreUnavailable {
+        /// Why.
+        error: String,
+    },
+    /// The store can be read again; changes missed meanwhile follow.
+    StoreRecovered,
+}
+
+/// Settings of an [`Observer`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ObserveOptions {
+    /// Longest sleep between reads (default 80 ms, like followers).
+    pub poll_period: Duration,
+    /// Wait after a failed read (default 500 ms).
+    pub retry_period: Duration,
+}
+
+impl Default for ObserveOptions {
+    fn default() -> Self {
+        Self {
+            poll_period: crate::DEFAULT_POLL,
+            retry_period: Duration::from_millis(500),
+        }
+    }
+}
+
+/// A stream of [`Change`]s; see [`observe`].
+#[derive(Debug)]
+pub struct Observer {
+    rx: mpsc::Receiver<Change>,
+    task: JoinHandle<()>,
+}
+
+impl Observer {
+    /// The next change; `None` only if the observing task ended (it does not
+    /// end by itself).
+    pub async fn next(&mut self) -> Option<Change> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Observes `selection` on `store`. The first changes describe the current
+/// state of every selected election; after that, only changes are reported.
+///
+/// Must be called inside a tokio runtime.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use tenure::observe::{observe, Change, ObserveOptions, Selection};
+/// use tenure::store::{connect, ElectionKey};
+/// let store = connect("memory://", &Default::default()).await?;
+/// let key = ElectionKey::new("default", "nightly");
+/// let mut changes = observe(store, Selection::Elections(vec![key.clone()]), ObserveOptions::default());
+/// assert_eq!(changes.next().await, Some(Change::NoLeader { key, last_term: 0 }));
+/// # Ok(()) }
+/// ```
+pub fn observe(store: DynStore, selection: Selection, options: ObserveOptions) -> Observer {
+    let (tx, rx) = mpsc::channel(1024);
+    let task = tokio::spawn(run(store, selection, options, tx));
+    Observer { rx, task }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seen {
+    Leader { holder: String, term: u64 },
+    NoLeader { last_term: u64 },
+}
+
+fn seen(rec: Option<&LeaseRecord>) -> Seen {
+    match rec {
+        Some(r) if r.is_held() => Seen::Leader {
+            holder: r.holder.clone().unwrap_or_default(),
+            term: r.term,
+        },
+        Some(r) => Seen::NoLeader { last_term: r.term },
+        None => Seen::NoLeader { last_term: 0 },
+    }
+}
+
+async fn read(
+    store: &DynStore,
+    selection: &Selection,
+) -> crate::Result<Vec<(ElectionKey, Option<LeaseRecord>)>> {
+    Ok(match selection {
+        Selection::All => store
+            .list(None)
+            .await?
+            .into_iter()
+            .map(|r| (r.key.clone(), Some(r)))
+            .collect(),
+        Selection::Namespace(ns) => store
+            .list(Some(ns))
+            .await?
+            .into_iter()
+            .map(|r| (r.key.clone(), Some(r)))
+            .collect(),
+        Selection::Elections(keys) => {
+            let mut out = Vec::with_capacity(keys.len());
+            for k in keys {
+                out.push((k.clone(), store.read(k).await?));
+            }
+            out
+        }
+    })
+}
+
+async fn run(
+    store: DynStore,
+    selection: Selection,
+    options: ObserveOptions,
+    tx: mpsc::Sender<Change>,
+) {
+    let mut last: BTreeMap<ElectionKey, Seen> = BTreeMap::new();
+    let mut failing = false;
+    let mut changes = store.subscribe();
+    loop {
+        let wait = match read(&store, &selection).await {
+            Err(e) => {
+                if !failing {
+                    failing = true;
+                    if tx
+                        .send(Change::StoreUnavailable {
+                            error: e.to_string(),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                options.retry_period
+            }
+            Ok(rows) => {
+                if failing {
+                    failing = false;
+                    if tx.send(Change::StoreRecovered).await.is_err() {
+                        return;
+                    }
+                }
+                let mut wait = options.poll_period;
+                for (key, rec) in rows {
+                    if let Some(r) = rec.as_ref().filter(|r| r.is_held()) {
+                        // Wake when this lease is due to expire, to report it at once.
+                        wait = wait.min(r.remaining + Duration::from_millis(2));
+                    }
+                    let now = seen(rec.as_ref());
+                    if last.get(&key) == Some(&now) {
+                        continue;
+                    }
+                    let change = match (&now, rec) {
+                        (Seen::Leader { holder, term }, Some(r)) => Change::Leader {
+                            key: key.clone(),
+                            holder: holder.clone(),
+                            term: *term,
+                            metadata: r.metadata,
+                        },
+                        (Seen::NoLeader { last_term }, _)
+                        | (
+                            Seen::Leader {
+                                term: last_term, ..
+                            },
+                            None,
+                        ) => Change::NoLeader {
+                            key: key.clone(),
+                            last_term: *last_term,
+                        },
+                    };
+                    last.insert(key, now);
+                    if tx.send(change).await.is_err() {
+                        return;
+                    }
+                }
+                wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = crate::store::changed(&mut changes, None) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{Acquire, Claim, LeaseStore, Tenure};
+
+    async fn next(o: &mut Observer) -> Change {
+        tokio::time::timeout(Duration::from_secs(5), o.next())
+            .await
+            .expect("a change")
+            .expect("alive")
+    }
+
+    #[tokio::test]
+    async fn reports_leaders_releases_and_outages_without_writing() {
+        let store = Arc::new(MemoryStore::new());
+        let key = ElectionKey::new("default", "job");
+        let opts = ObserveOptions {
+            poll_period: Duration::from_millis(10),
+            retry_period: Duration::from_millis(10),
+        };
+        let mut o = observe(store.clone(), Selection::Elections(vec![key.clone()]), opts);
+        assert_eq!(
+            next(&mut o).await,
+            Change::NoLeader {
+                key: key.clone(),
+                last_term: 0
+            }
+        );
+        let claim = Claim {
+            key: key.clone(),
+            holder: "a#1".into(),
+            metadata: "10.0.0.1".into(),
+            ttl: Duration::from_secs(30),
+        };
+        let Acquire::Acquired(rec) = store.try_acquire(&claim).await.unwrap() else {
+            panic!()
+        };
+        let writes = store.writes();
+        assert_eq!(
+            next(&mut o).await,
+            Change::Leader {
+                key: key.clone(),
+                holder: "a#1".into(),
+                term: 1,
+                metadata: "10.0.0.1".into()
+            }
+        );
+        store.faults().set_unavailable(true);
+        assert!(matches!(
+            next(&mut o).await,
+            Change::StoreUnavailable { .. }
+        ));
+        store.faults().set_unavailable(false);
+        assert_eq!(next(&mut o).await, Change::StoreRecovered);
+        assert!(store
+            .release(&Tenure {
+                key: key.clone(),
+                holder: "a#1".into(),
+                term: rec.term
+            })
+            .await
+            .unwrap());
+        assert_eq!(next(&mut o).await, Change::NoLeader { key, last_term: 1 });
+        assert_eq!(
+            store.writes(),
+            writes + 1,
+            "only the test's release wrote; the observer never writes"
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! An in-process store for unit tests and simulation.
+//!
+//! It follows the same protocol as the SQL store (the conformance suite checks
+//! that), keeps time with any [`Clock`] so tests can move time by hand, and can be
+//! told to fail or hang to exercise the elector's error paths. It is not shared
+//! between processes and forgets everything when dropped.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    Acquire, Capabilities, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord, LeaseStore,
+    Member, MemberRecord, Tenure,
+};
+use crate::clock::{BootClock, SharedClock};
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug, Default)]
+struct Row {
+    holder: String,
+    metadata: String,
+    term: u64,
+    version: u64,
+    ttl_us: i64,
+    acquired_us: i64,
+    renewed_us: i64,
+    expires_us: i64,
+    handover_to: String,
+    handover_until_us: i64,
+    handover_reason: String,
+    prev_holder: String,
+    prev_expires_us: i64,
+    start_reason: String,
+}
+
+#[derive(Clone, Debug)]
+struct MemberRow {
+    metadata: String,
+    priority: u32,
+    joined_us: i64,
+    heartbeat_us: i64,
+    expires_us: i64,
+}
+
+#[derive(Clone, Debug)]
+struct HistoryRow {
+    holder: String,
+    start_reason: String,
+    start_us: i64,
+    end_reason: String,
+    end_us: i64,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    leases: BTreeMap<ElectionKey, Row>,
+    members: BTreeMap<(ElectionKey, String), MemberRow>,
+    history: BTreeMap<(ElectionKey, u64), HistoryRow>,
+}
+
+impl Tables {
+    fn close_history(&mut self, key: &ElectionKey, term: u64, end_us: i64, reason: &str) {
+        if let Some(h) = self.history.get_mut(&(key.clone(), term)) {
+            if h.end_us == 0 {
+                h.end_us = end_us;
+                h.end_reason = reason.to_string();
+            }
+        }
+    }
+}
+
+/// Switches that make a [`MemoryStore`] misbehave, for tests.
+#[derive(Debug, Default)]
+pub struct Faults {
+    unavailable: AtomicBool,
+    hang: AtomicBool,
+}
+
+impl Faults {
+    /// While set, every call fails with [`Error::Unavailable`].
+    pub fn set_unavailable(&self, on: bool) {
+        self.unavailable.store(on, Ordering::SeqCst);
+    }
+
+    /// While set, every call that starts never completes (a blackholed network).
+    pub fn set_hang(&self, on: bool) {
+        self.hang.store(on, Ordering::SeqCst);
+    }
+}
+
+/// An in-memory [`LeaseStore`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::time::Duration;
+/// use tenure::store::{memory::MemoryStore, Acquire, Claim, ElectionKey, LeaseStore};
+/// let store = MemoryStore::new();
+/// let claim = Claim { key: ElectionKey::new("default", "cron"), holder: "a#1".into(),
+///                     metadata: String::new(), ttl: Duration::from_secs(10) };
+/// assert!(matches!(store.try_acquire(&claim).await?, Acquire::Acquired(r) if r.term == 1));
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct MemoryStore {
+    rows: Mutex<Tables>,
+    clock: SharedClock,
+    /// Store-clock microseconds at the clock's origin: makes times look like
+    /// real epoch times without ever reading the wall clock.
+    epoch_us: i64,
+    faults: Arc<Faults>,
+    writes: AtomicU64,
+    member_writes: AtomicU64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store keeping time with the boot clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(BootClock))
+    }
+
+    /// A store keeping time with `clock` (e.g. a [`ManualClock`](crate::clock::ManualClock)).
+    pub fn with_clock(clock: SharedClock) -> Self {
+        Self {
+            rows: Mutex::new(Tables::default()),
+            clock,
+            epoch_us: 1_700_000_000_000_000,
+            faults: Arc::new(Faults::default()),
+            writes: AtomicU64::new(0),
+            member_writes: AtomicU64::new(0),
+        }
+    }
+
+    /// The fault switches of this store.
+    pub fn faults(&self) -> Arc<Faults> {
+        self.faults.clone()
+    }
+
+    /// How many conditional writes to leases (acquire, renew, release and
+    /// hand-over attempts) reached the store.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// How many writes to the member list (heartbeats, leaves, reaps) reached the store.
+    pub fn member_writes(&self) -> u64 {
+        self.member_writes.load(Ordering::SeqCst)
+    }
+
+    fn now_us(&self) -> i64 {
+        self.epoch_us + i64::try_from(self.clock.now().as_micros()).unwrap_or(i64::MAX / 2)
+    }
+
+    async fn gate(&self) -> Result<()> {
+        if self.faults.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.faults.unavailable.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                store: self.describe(),
+                reason: "fault injected".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, Tables> {
+        // A panic while holding this lock cannot leave a row half-written (every
+        // update is a plain field assignment), so a poisoned lock is still usable.
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn record(key: &ElectionKey, row: &Row, now_us: i64) -> LeaseRecord {
+        let held = !row.holder.is_empty();
+        LeaseRecord {
+            key: key.clone(),
+            holder: held.then(|| row.holder.clone()),
+            metadata: row.metadata.clone(),
+            term: row.term,
+            version: row.version,
+            ttl: Duration::from_micros(row.ttl_us.max(0) as u64),
+            acquired_at_us: row.acquired_us,
+            renewed_at_us: row.renewed_us,
+            expires_at_us: row.expires_us,
+            read_at_us: now_us,
+            remaining: if held {
+                super::remaining_from_us(row.expires_us, now_us)
+            } else {
+                Duration::ZERO
+            },
+            handover_to: (!row.handover_to.is_empty()).then(|| row.handover_to.clone()),
+            handover_until_us: row.handover_until_us,
+            start_reason: row.start_reason.clone(),
+            previous_holder: (!row.prev_holder.is_empty()).then(|| row.prev_holder.clone()),
+            previous_expires_at_us: row.prev_expires_us,
+        }
+    }
+}
+
+fn us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 2)
+}
+
+#[async_trait]
+impl LeaseStore for MemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn describe(&self) -> String {
+        "memory://".into()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        self.gate().await?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        let row = t.leases.entry(claim.key.clone()).or_default();
+        let identity = super::identity_of(&claim.holder);
+        let handover_ok = row.handover_to.is_empty()
+            || row.handover_to == "*"
+            || row.handover_to == identity
+            || row.handover_until_us <= now;
+        if (!row.holder.is_empty() && row.expires_us > now) || !handover_ok {
+            return Ok(Acquire::Held(Some(Self::record(&claim.key, row, now))));
+        }
+        row.start_reason = if row.term == 0 {
+            "first".into()
+        } else if row.holder.is_empty() && !row.handover_reason.is_empty() {
+            row.handover_reason.clone()
+        } else if row.holder.is_empty() {
+            "release".into()
+        } else {
+            "expiry".into()
+        };
+        row.prev_holder = std::mem::take(&mut row.holder);
+        row.prev_expires_us = row.expires_us;
+        row.handover_to.clear();
+        row.handover_until_us = 0;
+        row.handover_reason.clear();
+        row.holder = claim.holder.clone();
+        row.metadata = claim.metadata.clone();
+        row.term += 1;
+        row.version += 1;
+        row.ttl_us = us(claim.ttl);
+        row.acquired_us = now;
+        row.renewed_us = now;
+        row.expires_us = now + us(claim.ttl);
+        let rec = Self::record(&claim.key, row, now);
+        t.history.insert(
+            (claim.key.clone(), rec.term),
+            HistoryRow {
+                holder: claim.holder.clone(),
+                start_reason: rec.start_reason.clone(),
+                start_us: now,
+                end_reason: String::new(),
+                end_us: 0,
+            },
+        );
+        if rec.previous_holder.is_some() {
+            t.close_history(
+                &claim.key,
+                rec.term - 1,
+                rec.previous_expires_at_us,
+                "expired",
+            );
+        }
+        Ok(Acquire::Acquired(rec))
+    }
+
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.gate().await?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(&tenure.key) {
+            Some(row)
+                if row.holder == tenure.holder
+                    && row.term == tenure.term
+                    && row.expires_us > now
+                    && row.handover_to.is_empty() =>
+            {
+                row.version += 1;
+                row.ttl_us = us(ttl);
+                row.renewed_us = now;
+                row.expires_us = now + us(ttl);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.gate().await?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(&tenure.key) {
+            Some(row) if row.holder == tenure.holder && row.term == tenure.term => {
+                row.prev_holder = std::mem::take(&mut row.holder);
+                row.metadata.clear();
+                row.version += 1;
+                row.expires_us = now;
+                t.close_history(&tenure.key, tenure.term, now, "released");
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        self.gate().await?;
+        let now = self.now_us();
+        Ok(self
+            .rows()
+            .leases
+            .get(key)
+            .map(|row| Self::record(key, row, now)))
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        self.gate().await?;
+        let now = self.now_us();
+        Ok(self
+            .rows()
+            .leases
+            .iter()
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .map(|(k, row)| Self::record(k, row, now))
+            .collect())
+    }
+
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.gate().await?;
+        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        let row = t
+            .members
+            .entry((member.key.clone(), member.holder.clone()))
+            .or_insert(MemberRow {
+                metadata: String::new(),
+                priority: 0,
+                joined_us: now,
+                heartbeat_us: now,
+                expires_us: now,
+            });
+        row.metadata = member.metadata.clone();
+        row.priority = member.priority;
+        row.heartbeat_us = now;
+        row.expires_us = now + us(ttl);
+        Ok(())
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.gate().await?;
+        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        Ok(self
+            .rows()
+            .members
+            .remove(&(key.clone(), holder.to_string()))
+            .is_some())
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.gate().await?;
+        let now = self.now_us();
+        let mut out: Vec<MemberRecord> = self
+            .rows()
+            .members
+            .iter()
+            .filter(|((k, _), _)| k == key)
+            .map(|((k, holder), m)| MemberRecord {
+                key: k.clone(),
+                holder: holder.clone(),
+                identity: super::identity_of(holder).to_string(),
+                metadata: m.metadata.clone(),
+                priority: m.priority,
+                joined_at_us: m.joined_us,
+                heartbeat_at_us: m.heartbeat_us,
+                expires_at_us: m.expires_us,
+                live: m.expires_us > now,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.joined_at_us.cmp(&b.joined_at_us))
+                .then(a.holder.cmp(&b.holder))
+        });
+        Ok(out)
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.gate().await?;
+        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        let before = t.members.len();
+        t.members.retain(|(k, _), m| k != key || m.expires_us > now);
+        Ok((before - t.members.len()) as u64)
+    }
+
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        self.gate().await?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(&tenure.key) {
+            Some(row) if row.holder == tenure.holder && row.term == tenure.term => {
+                row.prev_holder = std::mem::take(&mut row.holder);
+                row.metadata.clear();
+                row.version += 1;
+                row.expires_us = now;
+                row.handover_to = to.column().to_string();
+                row.handover_until_us = now + us(window);
+                row.handover_reason = reason.to_string();
+                t.close_history(&tenure.key, tenure.term, now, reason);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        self.gate().await?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(key) {
+            Some(row) if !row.holder.is_empty() && row.expires_us > now => {
+                row.handover_to = to.column().to_string();
+                row.handover_until_us = now + us(window);
+                row.handover_reason = reason.to_string();
+                row.version += 1;
+                Ok(Some(Self::record(key, row, now)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        self.gate().await?;
+        Ok(self
+            .rows()
+            .history
+            .iter()
+            .rev()
+            .filter(|((k, _), _)| k == key)
+            .take(limit)
+            .map(|((k, term), h)| HistoryRecord {
+                key: k.clone(),
+                term: *term,
+                holder: h.holder.clone(),
+                start_reason: h.start_reason.clone(),
+                start_at_us: h.start_us,
+                end_reason: h.end_reason.clone(),
+                end_at_us: (h.end_us != 0).then_some(h.end_us),
+            })
+            .collect())
+    }
+}

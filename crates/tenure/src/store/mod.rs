@@ -1,0 +1,418 @@
+//! The storage contract every backend implements, and the backends themselves.
+//!
+//! A [`LeaseStore`] keeps one lease record per election and changes it only by
+//! compare-and-set writes whose conditions, including expiry, are judged by the
+//! store's own clock (DESIGN rules 1, 2 and 4). It is deliberately small, in the
+//! way `object_store::ObjectStore` is: timing, retries and state live in the
+//! [`Elector`](crate::Elector), not here.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::error::Result;
+
+pub mod memory;
+mod registry;
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub mod sql;
+
+pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
+
+/// Names one election: a namespace (seed 002's data center) and an election name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ElectionKey {
+    /// The namespace, `default` unless configured.
+    pub namespace: String,
+    /// The election name.
+    pub election: String,
+}
+
+impl ElectionKey {
+    /// Builds a key without validating it; the elector validates names it is given.
+    pub fn new(namespace: impl Into<String>, election: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            election: election.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ElectionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.election)
+    }
+}
+
+/// A store's view of one election's lease, read in the store's own clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaseRecord {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The holder id (`identity#session`), or `None` if the lease was released or
+    /// never taken. A holder whose lease has expired is still named here; check
+    /// [`remaining`](Self::remaining).
+    pub holder: Option<String>,
+    /// Free text the holder attached (an address, a version).
+    pub metadata: String,
+    /// The term of the latest acquisition: the fencing token.
+    pub term: u64,
+    /// Bumped by every write to the record.
+    pub version: u64,
+    /// The TTL the holder asked for.
+    #[serde(with = "duration_ms")]
+    pub ttl: Duration,
+    /// When the current term was acquired, in microseconds since the Unix epoch, by the store's clock.
+    pub acquired_at_us: i64,
+    /// When the lease was last renewed (store clock, µs since the epoch).
+    pub renewed_at_us: i64,
+    /// When the lease expires or expired (store clock, µs since the epoch).
+    pub expires_at_us: i64,
+    /// The store's clock when this record was read (µs since the epoch).
+    pub read_at_us: i64,
+    /// How long the lease has left by the store's clock at the moment of the read;
+    /// zero if expired or vacant. Followers sleep this long, not a fixed period.
+    #[serde(with = "duration_ms")]
+    pub remaining: Duration,
+    /// A pending or running hand-over: `Some("*")` after a resignation (anyone
+    /// may take over), `Some(identity)` for a transfer to that identity.
+    pub handover_to: Option<String>,
+    /// Until when (store clock, µs) only the transfer target may acquire.
+    pub handover_until_us: i64,
+    /// Why the current term began: `first`, `release`, `expiry`, `resign`,
+    /// `transfer` or `preempt`.
+    pub start_reason: String,
+    /// The holder before the current term, if its lease ended by expiry
+    /// (empty after a release or hand-over).
+    pub previous_holder: Option<String>,
+    /// When the previous lease expired (store clock, µs), for the history.
+    pub previous_expires_at_us: i64,
+}
+
+impl LeaseRecord {
+    /// True if someone holds an unexpired lease.
+    pub fn is_held(&self) -> bool {
+        self.holder.is_some() && !self.remaining.is_zero()
+    }
+
+    /// The holder, if the lease is held and unexpired.
+    pub fn live_holder(&self) -> Option<&str> {
+        if self.is_held() {
+            self.holder.as_deref()
+        } else {
+            None
+        }
+    }
+}
+
+/// A request to hand leadership over; see [`LeaseStore::request_handover`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// The leader steps down and anyone may take over (a resignation).
+    Anyone,
+    /// The leader steps down and only this identity may acquire during the
+    /// hand-over window; after it, anyone.
+    To(String),
+}
+
+impl Handover {
+    pub(crate) fn column(&self) -> &str {
+        match self {
+            Handover::Anyone => "*",
+            Handover::To(identity) => identity,
+        }
+    }
+}
+
+/// A candidate's registration in an election (seed 001's registry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The candidate's holder id (`identity#session`).
+    pub holder: String,
+    /// Free text (an address, a version).
+    pub metadata: String,
+    /// Higher priorities are preferred as successors (0–1000).
+    pub priority: u32,
+}
+
+/// A member as the store lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MemberRecord {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The member's holder id.
+    pub holder: String,
+    /// The identity part of the holder id.
+    pub identity: String,
+    /// Free text the member registered.
+    pub metadata: String,
+    /// Its priority.
+    pub priority: u32,
+    /// When it joined (store clock, µs since the epoch).
+    pub joined_at_us: i64,
+    /// Its last heartbeat (store clock, µs).
+    pub heartbeat_at_us: i64,
+    /// When its registration lapses without another heartbeat (store clock, µs).
+    pub expires_at_us: i64,
+    /// Whether the registration is current by the store's clock.
+    pub live: bool,
+}
+
+/// One term in an election's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HistoryRecord {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The term.
+    pub term: u64,
+    /// Who held it.
+    pub holder: String,
+    /// Why it began: `first`, `release`, `expiry`, `resign`, `transfer`, `preempt`.
+    pub start_reason: String,
+    /// When it began (store clock, µs).
+    pub start_at_us: i64,
+    /// Why it ended (`released`, `expired`, `resign`, `transfer`, `preempt`);
+    /// empty while it lasts.
+    pub end_reason: String,
+    /// When it ended (store clock, µs), if it has.
+    pub end_at_us: Option<i64>,
+}
+
+/// The identity part of a holder id (`identity#session`).
+pub fn identity_of(holder: &str) -> &str {
+    holder.rsplit_once('#').map(|(i, _)| i).unwrap_or(holder)
+}
+
+/// Serialises durations as float milliseconds, which is what status readers want.
+mod duration_ms {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1000.0)
+    }
+}
+
+/// A request to acquire a lease.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The claimant's holder id (`identity#session`).
+    pub holder: String,
+    /// Free text stored with the lease.
+    pub metadata: String,
+    /// How long the lease lasts without renewal, by the store's clock.
+    pub ttl: Duration,
+}
+
+/// One tenure: a holder's lease under one term. Renew and release name it exactly,
+/// so they can never touch a later tenure, not even one of the same holder.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tenure {
+    /// Which election.
+    pub key: ElectionKey,
+    /// The holder id.
+    pub holder: String,
+    /// The term it was acquired under.
+    pub term: u64,
+}
+
+/// The result of [`LeaseStore::try_acquire`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquire {
+    /// The claim won: the record shows the new term.
+    Acquired(LeaseRecord),
+    /// Someone else holds an unexpired lease (or won the race); the record, if
+    /// the store could read it, says who and for how long.
+    Held(Option<LeaseRecord>),
+}
+
+/// What a store can do, in the manner of opendal's `Capability`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Changes are pushed to waiting candidates (LISTEN/NOTIFY, pub/sub, watch).
+    pub push: bool,
+    /// Work can be committed in a transaction fenced by the lease (SQL stores).
+    pub fenced_transactions: bool,
+    /// Several elections can be renewed by one statement.
+    pub batch_renew: bool,
+    /// Leases survive a restart of the store.
+    pub durable: bool,
+}
+
+/// The storage contract.
+///
+/// Every method is one round trip's worth of work and decides with one atomic
+/// conditional write judged by rows matched; expiry is judged by the store's clock
+/// inside that write. Implementations must pass [`crate::testing`]'s conformance
+/// suite (feature `conformance`).
+#[async_trait]
+pub trait LeaseStore: Send + Sync + Debug + 'static {
+    /// What this store supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// A description for logs and errors, without secrets (e.g. a redacted URL).
+    fn describe(&self) -> String;
+
+    /// Takes the lease if it is vacant or expired, under a term one higher than
+    /// any before. Never steals an unexpired lease, not even from the same holder.
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire>;
+
+    /// Extends the lease by `ttl` from the store's now, only if `tenure` still
+    /// holds it and it has not expired. Returns whether it did.
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool>;
+
+    /// Clears the holder if `tenure` is still the current one, so a successor can
+    /// acquire at once. Returns whether it did. The term is kept.
+    async fn release(&self, tenure: &Tenure) -> Result<bool>;
+
+    /// Reads one election's lease; `None` if it was never acquired.
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>>;
+
+    /// Reads every election, or those of one namespace, ordered by key.
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>>;
+
+    /// Registers `member` or refreshes its heartbeat; the registration lapses
+    /// `ttl` after this call unless refreshed.
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()>;
+
+    /// Removes a member's registration. Returns whether there was one.
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool>;
+
+    /// Lists an election's members, live and lapsed, best successor first
+    /// (highest priority, then longest-serving).
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
+
+    /// Deletes lapsed registrations. Returns how many.
+    async fn reap(&self, key: &ElectionKey) -> Result<u64>;
+
+    /// The leader steps down in favour of `to`: clears the holder like a
+    /// release, and for `window` lets only a transfer target acquire. One
+    /// conditional write on `tenure`; returns whether it applied.
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool>;
+
+    /// Asks whoever leads `key` to hand over (used by `tenure resign`/`transfer`
+    /// from any process): marks the live lease so its holder's next renewal
+    /// fails and it steps down. Returns the marked lease, or `None` if nobody leads.
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>>;
+
+    /// The most recent terms of an election, newest first.
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>>;
+
+    /// Pushed change notifications, for stores that have them
+    /// ([`Capabilities::push`]): each message names an election whose lease was
+    /// acquired, released or handed over; `None` means "anything may have
+    /// changed" (e.g. after the notification link reconnected). Followers and
+    /// observers wake on them instead of waiting for their next poll.
+    fn subscribe(&self) -> Option<Changes> {
+        None
+    }
+}
+
+/// A receiver of change notifications; see [`LeaseStore::subscribe`].
+pub type Changes = tokio::sync::broadcast::Receiver<Option<ElectionKey>>;
+
+/// Waits for a notification that concerns `key` (or all keys); never resolves
+/// without a subscription.
+pub(crate) async fn changed(changes: &mut Option<Changes>, key: Option<&ElectionKey>) {
+    let Some(rx) = changes.as_mut() else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(Some(k)) if key.is_some_and(|key| *key != k) => continue,
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                *changes = None;
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+/// A shared, type-erased store, as returned by [`connect`].
+pub type DynStore = Arc<dyn LeaseStore>;
+
+#[async_trait]
+impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        (**self).try_acquire(claim).await
+    }
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        (**self).renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        (**self).release(tenure).await
+    }
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        (**self).read(key).await
+    }
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        (**self).list(namespace).await
+    }
+    fn subscribe(&self) -> Option<Changes> {
+        (**self).subscribe()
+    }
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        (**self).heartbeat(member, ttl).await
+    }
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        (**self).leave(key, holder).await
+    }
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        (**self).members(key).await
+    }
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        (**self).reap(key).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        (**self).hand_over(tenure, to, window, reason).await
+    }
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        (**self).request_handover(key, to, window, reason).await
+    }
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        (**self).history(key, limit).await
+    }
+}
+
+/// Clamps a store-clock difference in microseconds to a non-negative duration.
+pub(crate) fn remaining_from_us(expires_at_us: i64, now_us: i64) -> Duration {
+    Duration::from_micros(expires_at_us.saturating_sub(now_us).max(0) as u64)
+}

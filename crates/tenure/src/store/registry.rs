@@ -1,0 +1,224 @@
+//! Choosing a store by URL, and keeping secrets out of URLs we print.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::DynStore;
+use crate::error::{Error, Result};
+
+/// Settings shared by the stores [`connect`] can open.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// Prefix of the SQL table names (`<prefix>leases`, `<prefix>schema`); an identifier.
+    pub table_prefix: String,
+    /// Create missing tables on first use. Turn off where a DBA owns the schema.
+    pub auto_migrate: bool,
+    /// How long to wait for a connection before reporting the store unavailable.
+    pub connect_timeout: Duration,
+    /// Connections per process.
+    pub max_connections: u32,
+    /// Terms kept in the history table per election (older ones are deleted).
+    pub history_retention: u64,
+}
+
+impl StoreOptions {
+    /// The default table prefix.
+    pub const DEFAULT_TABLE_PREFIX: &'static str = "tenure_";
+
+    /// Sets the table prefix.
+    pub fn with_table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// Sets whether missing tables are created.
+    pub fn with_auto_migrate(mut self, on: bool) -> Self {
+        self.auto_migrate = on;
+        self
+    }
+
+    /// Sets how many terms of history are kept per election (at least 1).
+    pub fn with_history_retention(mut self, terms: u64) -> Self {
+        self.history_retention = terms.max(1);
+        self
+    }
+
+    /// Sets the connection timeout.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            table_prefix: Self::DEFAULT_TABLE_PREFIX.to_string(),
+            auto_migrate: true,
+            connect_timeout: Duration::from_secs(5),
+            max_connections: 4,
+            history_retention: 1000,
+        }
+    }
+}
+
+/// The URL schemes [`connect`] knows, and whether this build includes each.
+pub fn supported_schemes() -> Vec<(&'static str, bool)> {
+    vec![
+        ("sqlite", cfg!(feature = "sqlite")),
+        ("mysql", cfg!(feature = "mysql")),
+        ("mariadb", cfg!(feature = "mysql")),
+        ("postgres", cfg!(feature = "postgres")),
+        ("postgresql", cfg!(feature = "postgres")),
+        ("memory", true),
+    ]
+}
+
+fn scheme_feature(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        "sqlite" => Some("sqlite"),
+        "mysql" | "mariadb" => Some("mysql"),
+        "postgres" | "postgresql" => Some("postgres"),
+        _ => None,
+    }
+}
+
+/// Opens the store a URL names, checking (and by default creating) its schema.
+///
+/// | URL | store |
+/// |---|---|
+/// | `sqlite://tenure.db`, `sqlite:///var/lib/app/tenure.db` | SQLite file (created if missing) |
+/// | `mysql://user:pass@host/db`, `mariadb://...` | MySQL 8 / MariaDB 10.5+ |
+/// | `postgres://user:pass@host/db`, `postgresql://...` | PostgreSQL 12+ |
+/// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// let store = tenure::store::connect("memory://", &Default::default()).await?;
+/// let err = tenure::store::connect("ftp://x", &Default::default()).await.unwrap_err();
+/// assert!(err.to_string().contains("supported: sqlite"));
+/// # Ok(()) }
+/// ```
+pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
+    let scheme = url
+        .split_once(':')
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .ok_or_else(|| Error::InvalidUrl {
+            url: redact_url(url),
+            reason: format!("missing scheme; {}", schemes_hint()),
+        })?;
+    if scheme == "memory" {
+        return Ok(Arc::new(super::memory::MemoryStore::new()));
+    }
+    let Some(feature) = scheme_feature(&scheme) else {
+        return Err(Error::InvalidUrl {
+            url: redact_url(url),
+            reason: format!("unknown scheme {scheme:?}; {}", schemes_hint()),
+        });
+    };
+    let built = supported_schemes()
+        .iter()
+        .any(|(s, on)| *s == scheme && *on);
+    if !built {
+        return Err(Error::InvalidUrl {
+            url: redact_url(url),
+            reason: format!("this build of tenure lacks the `{feature}` cargo feature"),
+        });
+    }
+    connect_sql(url, options).await
+}
+
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+async fn connect_sql(url: &str, options: &StoreOptions) -> Result<DynStore> {
+    Ok(Arc::new(super::sql::SqlStore::connect(url, options).await?))
+}
+
+#[cfg(not(any(feature = "sqlite", feature = "mysql", feature = "postgres")))]
+async fn connect_sql(url: &str, _options: &StoreOptions) -> Result<DynStore> {
+    Err(Error::InvalidUrl {
+        url: redact_url(url),
+        reason: "this build of tenure has no SQL store features".into(),
+    })
+}
+
+fn schemes_hint() -> String {
+    let list: Vec<&str> = supported_schemes()
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(s, _)| s)
+        .collect();
+    format!("supported: {} (e.g. sqlite://tenure.db)", list.join(", "))
+}
+
+/// Replaces the password (and any query parameter that looks like a secret) in a
+/// URL with `***`, for logs, errors and status output.
+///
+/// ```
+/// assert_eq!(
+///     tenure::store::redact_url("postgres://app:s3cret@db:5432/app?sslpassword=x&sslmode=require"),
+///     "postgres://app:***@db:5432/app?sslpassword=***&sslmode=require"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        // Unparseable: keep only the scheme so nothing secret can leak.
+        return match url.split_once(':') {
+            Some((scheme, _)) if scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                format!("{scheme}:(unparseable URL)")
+            }
+            _ => "(unparseable URL)".to_string(),
+        };
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    let secret = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        k.contains("pass") || k.contains("secret") || k.contains("token") || k == "key"
+    };
+    if parsed.query_pairs().any(|(k, _)| secret(&k)) {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if secret(&k) {
+                    "***".to_string()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        let query = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&");
+        parsed.set_query(Some(&query));
+    }
+    parsed.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact_url("mysql://root:pw@h/db"), "mysql://root:***@h/db");
+        assert_eq!(redact_url("mysql://root@h/db"), "mysql://root@h/db");
+        assert_eq!(redact_url("sqlite://tenure.db"), "sqlite://tenure.db");
+        assert!(!redact_url("mysql://a:SECRET@@@:::").contains("SECRET"));
+    }
+
+    #[tokio::test]
+    async fn unknown_scheme_lists_supported() {
+        let e = connect("oracle://x", &StoreOptions::default())
+            .await
+            .unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("unknown scheme \"oracle\""), "{s}");
+        assert!(s.contains("sqlite"), "{s}");
+        assert!(e.is_usage());
+    }
+}

@@ -1,0 +1,218 @@
+//! Batched renewals: one process holding many leases renews them all with one
+//! statement per renew period instead of one per lease.
+//!
+//! Electors schedule renewals on a shared grid (multiples of the renew period on
+//! the boot clock), so they call `renew` at the same instants; calls arriving
+//! within a couple of milliseconds are gathered here and sent together. The
+//! statement is the same compare-and-set as a single renewal, per lease:
+//! `(namespace, election, holder, term) IN (...) AND expires_us > now`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::{AnyPool, Row};
+use tokio::sync::oneshot;
+
+use super::errors::map_err;
+use super::{duration_us, term_i64, Dialect};
+use crate::error::{Error, Result};
+use crate::store::Tenure;
+
+/// How long the first renewal waits for others to join its batch: long enough
+/// for a thousand electors waking at one grid instant on two cores, short
+/// against any renew period.
+const GATHER: Duration = Duration::from_millis(10);
+/// Leases per statement (4 parameters each; every dialect allows far more).
+const CHUNK: usize = 2000;
+
+struct Pending {
+    tenure: Tenure,
+    reply: oneshot::Sender<Result<bool>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// By TTL in µs: one statement per distinct TTL.
+    by_ttl: BTreeMap<i64, Vec<Pending>>,
+}
+
+pub(super) struct Batcher {
+    queue: Mutex<Queue>,
+    scheduled: AtomicBool,
+    statements: AtomicU64,
+    pool: AnyPool,
+    dialect: Dialect,
+    table: String,
+    prefix: String,
+    store: String,
+}
+
+impl std::fmt::Debug for Batcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+impl Batcher {
+    pub fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
+        Arc::new(Self {
+            queue: Mutex::new(Queue::default()),
+            scheduled: AtomicBool::new(false),
+            statements: AtomicU64::new(0),
+            pool,
+            dialect,
+            table: format!("{prefix}leases"),
+            prefix: prefix.to_string(),
+            store,
+        })
+    }
+
+    /// Renewal statements sent so far (batched and single).
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
+    pub fn count_statement(&self) {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queues a renewal and waits for the batch it joins.
+    pub async fn renew(self: &Arc<Self>, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.by_ttl.entry(duration_us(ttl)).or_default().push(Pending {
+                tenure: tenure.clone(),
+                reply: tx,
+            });
+        }
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            // A task of its own: if this caller gives up (its deadline), the
+            // others in the batch still get their answers.
+            let me = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(GATHER).await;
+                me.scheduled.store(false, Ordering::Release);
+                let batch =
+                    std::mem::take(&mut me.queue.lock().unwrap_or_else(|p| p.into_inner()).by_ttl);
+                for (ttl_us, pending) in batch {
+                    for chunk in into_chunks(pending) {
+                        me.flush(ttl_us, chunk).await;
+                    }
+                }
+            });
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::Unavailable {
+                store: self.store.clone(),
+                reason: "renewal batch was abandoned".into(),
+            })
+        })
+    }
+
+    fn sql(&self, n: usize) -> String {
+        let tuples = vec!["(?, ?, ?, ?)"; n].join(", ");
+        self.dialect.update(
+            &self.table,
+            "version = version + 1, ttl_us = ?, renewed_us = {now}, expires_us = {now} + ?",
+            &format!("(namespace, election, holder, term) IN ({tuples}) AND expires_us > {{now}} AND handover_to = ''"),
+            Some("namespace, election, holder, term"),
+        )
+    }
+
+    async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
+        let sql = self.sql(pending.len());
+        let mut q = sqlx::query(&sql).bind(ttl_us).bind(ttl_us);
+        for p in &pending {
+            q = q
+                .bind(p.tenure.key.namespace.as_str())
+                .bind(p.tenure.key.election.as_str())
+                .bind(p.tenure.holder.as_str())
+                .bind(term_i64(p.tenure.term));
+        }
+        self.count_statement();
+        if self.dialect.has_update_returning() {
+            match q.fetch_all(&self.pool).await {
+                Ok(rows) => {
+                    let renewed: Vec<(String, String, String, i64)> = rows
+                        .iter()
+                        .filter_map(|r| {
+                            Some((
+                                r.try_get(0).ok()?,
+                                r.try_get(1).ok()?,
+                                r.try_get(2).ok()?,
+                                r.try_get(3).ok()?,
+                            ))
+                        })
+                        .collect();
+                    for p in pending {
+                        let t = &p.tenure;
+                        let ok = renewed.iter().any(|(ns, el, h, term)| {
+                            *ns == t.key.namespace
+                                && *el == t.key.election
+                                && *h == t.holder
+                                && *term == term_i64(t.term)
+                        });
+                        let _ = p.reply.send(Ok(ok));
+                    }
+                }
+                Err(e) => self.fail(pending, e),
+            }
+            return;
+        }
+        // MySQL has no RETURNING: if every lease matched we are done; else ask
+        // per lease (rare: only when some lease was lost).
+        match q.execute(&self.pool).await {
+            Ok(done) if done.rows_affected() as usize == pending.len() => {
+                for p in pending {
+                    let _ = p.reply.send(Ok(true));
+                }
+            }
+            Ok(_) => {
+                for p in pending {
+                    let single = self.sql(1);
+                    self.count_statement();
+                    let r = sqlx::query(&single)
+                        .bind(ttl_us)
+                        .bind(ttl_us)
+                        .bind(p.tenure.key.namespace.as_str())
+                        .bind(p.tenure.key.election.as_str())
+                        .bind(p.tenure.holder.as_str())
+                        .bind(term_i64(p.tenure.term))
+                        .execute(&self.pool)
+                        .await
+                        .map(|d| d.rows_affected() == 1)
+                        .map_err(|e| map_err(&self.store, &self.prefix, e));
+                    let _ = p.reply.send(r);
+                }
+            }
+            Err(e) => self.fail(pending, e),
+        }
+    }
+
+    fn fail(&self, pending: Vec<Pending>, e: sqlx::Error) {
+        let err = map_err(&self.store, &self.prefix, e);
+        let msg = err.to_string();
+        for p in pending {
+            let _ = p.reply.send(Err(Error::Unavailable {
+                store: self.store.clone(),
+                reason: msg.clone(),
+            }));
+        }
+    }
+}
+
+fn into_chunks(mut v: Vec<Pending>) -> Vec<Vec<Pending>> {
+    let mut out = Vec::new();
+    while v.len() > CHUNK {
+        let rest = v.split_off(CHUNK);
+        out.push(v);
+        v = rest;
+    }
+    out.push(v);
+    out
+}

@@ -1,0 +1,160 @@
+//! Turns sqlx errors into tenure errors that say what to do.
+
+use crate::error::Error;
+
+/// Classifies a database error by its code, number or message.
+fn db_code(e: &sqlx::Error) -> Option<(String, Option<u16>, String)> {
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    #[allow(unused_mut)]
+    let mut number = None;
+    #[cfg(feature = "mysql")]
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        number = Some(my.number());
+    }
+    Some((
+        db.code().map(|c| c.into_owned()).unwrap_or_default(),
+        number,
+        db.message().to_string(),
+    ))
+}
+
+pub(crate) fn is_missing_table(e: &sqlx::Error) -> bool {
+    match db_code(e) {
+        Some((code, number, msg)) => {
+            code == "42P01" || number == Some(1146) || msg.contains("no such table")
+        }
+        None => false,
+    }
+}
+
+pub(crate) fn is_duplicate_column(e: &sqlx::Error) -> bool {
+    match db_code(e) {
+        Some((code, number, msg)) => {
+            code == "42701" || number == Some(1060) || msg.contains("duplicate column")
+        }
+        None => false,
+    }
+}
+
+fn is_permission(code: &str, number: Option<u16>, msg: &str) -> bool {
+    matches!(code, "42501" | "28P01" | "28000")
+        || matches!(number, Some(1044 | 1045 | 1142 | 1227 | 1370))
+        || msg.contains("readonly database")
+        || msg.contains("permission denied")
+}
+
+fn is_transient(code: &str, number: Option<u16>, msg: &str) -> bool {
+    matches!(
+        code,
+        "40001" | "40P01" | "55P03" | "57P01" | "57P03" | "53300"
+    ) || matches!(number, Some(1205 | 1213 | 1040 | 1053))
+        || msg.contains("database is locked")
+        || msg.contains("database is busy")
+}
+
+fn is_unknown_database(code: &str, number: Option<u16>) -> bool {
+    code == "3D000" || number == Some(1049)
+}
+
+/// Maps a sqlx error for the store described by `store` (already redacted).
+pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
+    let store = store.to_string();
+    if let Some((code, number, msg)) = db_code(&e) {
+        if is_missing_table(&e) {
+            return Error::Schema {
+                store,
+                reason: format!(
+                    "{msg}; create the tables with `tenure migrate --store URL{}` or apply the SQL printed by `tenure migrate --print-sql`",
+                    prefix_hint(prefix)
+                ),
+            };
+        }
+        if is_permission(&code, number, &msg) {
+            return Error::PermissionDenied {
+                store,
+                reason: format!("{msg}; check the user name and password in the URL and that the user may read and write the {prefix}* tables"),
+            };
+        }
+        if is_unknown_database(&code, number) {
+            return Error::Schema {
+                store,
+                reason: format!("{msg}; create the database or fix its name in the URL"),
+            };
+        }
+        if code == "14" && msg.contains("unable to open") {
+            return Error::Unavailable {
+                store,
+                reason: format!(
+                    "{msg}; check that the directory exists and this user may write to it"
+                ),
+            };
+        }
+        if is_transient(&code, number, &msg) {
+            return Error::Unavailable { store, reason: msg };
+        }
+        return Error::Protocol {
+            store,
+            reason: format!("database error {code}: {msg}"),
+        };
+    }
+    match e {
+        sqlx::Error::Configuration(c) => Error::InvalidUrl {
+            url: store,
+            reason: c.to_string(),
+        },
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::ColumnIndexOutOfBounds { .. }
+        | sqlx::Error::Decode(_)
+        | sqlx::Error::TypeNotFound { .. }
+        | sqlx::Error::RowNotFound => Error::Protocol {
+            store,
+            reason: format!("{e}; is the {prefix}leases table from another program?"),
+        },
+        other => Error::Unavailable {
+            store,
+            reason: unavailable_reason(&other),
+        },
+    }
+}
+
+fn unavailable_reason(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::PoolTimedOut => {
+            "no connection could be opened in time (is the server running and reachable?)".into()
+        }
+        sqlx::Error::Io(io) => format!("{io} (is the server running and reachable?)"),
+        other => other.to_string(),
+    }
+}
+
+/// Permission problem while creating tables: say who can fix it and how.
+pub(crate) fn create_denied(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
+    let msg = match e {
+        sqlx::Error::Database(db) => db.message().to_string(),
+        other => other.to_string(),
+    };
+    Error::PermissionDenied {
+        store: store.to_string(),
+        reason: format!(
+            "cannot create the {prefix}leases and {prefix}schema tables: {msg}. Grant this user CREATE on the database, or have a DBA run the SQL printed by `tenure migrate --print-sql --store URL{}`",
+            prefix_hint(prefix)
+        ),
+    }
+}
+
+pub(crate) fn is_permission_error(e: &sqlx::Error) -> bool {
+    db_code(e)
+        .map(|(code, number, msg)| is_permission(&code, number, &msg))
+        .unwrap_or(false)
+}
+
+fn prefix_hint(prefix: &str) -> String {
+    if prefix == crate::store::StoreOptions::DEFAULT_TABLE_PREFIX {
+        String::new()
+    } else {
+        format!(" --table-prefix {prefix}")
+    }
+}

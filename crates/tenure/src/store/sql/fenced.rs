@@ -1,0 +1,108 @@
+//! Transactions fenced by the lease (DESIGN rule 7).
+//!
+//! A paused leader (GC, SIGSTOP, VM freeze) can wake after its lease expired and
+//! still believe it leads; only the store can refuse its writes. When the work
+//! lives in the same database as the lease, a fenced transaction re-checks the
+//! lease by the server's clock and locks its row before any work, so a takeover
+//! (which must update that row) cannot commit until the work has committed or
+//! rolled back.
+
+use sqlx::any::Any;
+use sqlx::pool::PoolConnection;
+use sqlx::{AnyConnection, Executor};
+
+use super::{term_i64, SqlStore};
+use crate::error::{Error, Result};
+use crate::store::Tenure;
+
+/// A database transaction that commits only under a still-valid lease.
+///
+/// Run your statements on [`connection`](Self::connection), then
+/// [`commit`](Self::commit). Do not issue `BEGIN`/`COMMIT` yourself. Dropping it
+/// without committing rolls the work back (the connection is closed, not reused).
+///
+/// ```no_run
+/// # async fn demo(store: &tenure::store::sql::SqlStore, tenure: &tenure::store::Tenure) -> tenure::Result<()> {
+/// let mut tx = store.begin_fenced(tenure).await?; // Err(NotLeader) if the lease is gone
+/// sqlx::query("UPDATE jobs SET done = 1 WHERE id = 7")
+///     .execute(tx.connection())
+///     .await
+///     .map_err(|e| tenure::Error::Protocol { store: "app".into(), reason: e.to_string() })?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct FencedTransaction {
+    conn: PoolConnection<Any>,
+    finished: bool,
+    store: String,
+}
+
+pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTransaction> {
+    let conn = store.pool.acquire().await.map_err(|e| store.wrap(e))?;
+    // The guard exists before BEGIN is sent: if this future is dropped while
+    // BEGIN waits (SQLite's IMMEDIATE can wait seconds), the connection is
+    // closed rather than returned to the pool inside an open transaction, where
+    // the elector's renewals would silently never commit.
+    let mut tx = FencedTransaction {
+        conn,
+        finished: false,
+        store: store.described.clone(),
+    };
+    tx.conn
+        .execute(store.dialect.begin_write())
+        .await
+        .map_err(|e| store.wrap(e))?;
+    let held = sqlx::query(&store.statements.fence)
+        .bind(tenure.key.namespace.as_str())
+        .bind(tenure.key.election.as_str())
+        .bind(tenure.holder.as_str())
+        .bind(term_i64(tenure.term))
+        .fetch_optional(tx.connection())
+        .await
+        .map_err(|e| store.wrap(e))?;
+    if held.is_none() {
+        tx.rollback().await?;
+        return Err(Error::NotLeader {
+            election: tenure.key.to_string(),
+        });
+    }
+    Ok(tx)
+}
+
+impl FencedTransaction {
+    /// The connection to run the fenced work on.
+    pub fn connection(&mut self) -> &mut AnyConnection {
+        &mut self.conn
+    }
+
+    /// Commits the work.
+    pub async fn commit(mut self) -> Result<()> {
+        self.finish("COMMIT").await
+    }
+
+    /// Rolls the work back.
+    pub async fn rollback(mut self) -> Result<()> {
+        self.finish("ROLLBACK").await
+    }
+
+    async fn finish(&mut self, stmt: &str) -> Result<()> {
+        let result = self.conn.execute(stmt).await;
+        // On failure the transaction state is unknown: Drop closes the connection.
+        self.finished = result.is_ok();
+        result.map(|_| ()).map_err(|e| Error::Unavailable {
+            store: self.store.clone(),
+            reason: format!("{stmt} failed: {e}"),
+        })
+    }
+}
+
+impl Drop for FencedTransaction {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Closing the connection makes the server roll the transaction back;
+            // returning it to the pool would leak an open transaction.
+            self.conn.close_on_drop();
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! PostgreSQL LISTEN/NOTIFY: a graceful handover wakes followers and observers
+//! in milliseconds instead of at their next poll.
+//!
+//! One listening connection per store (per process), started on the first
+//! subscription; it reconnects by itself and, after a reconnect, tells every
+//! subscriber that anything may have changed.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::AnyPool;
+use tokio::sync::broadcast;
+
+use crate::store::{Changes, ElectionKey};
+
+/// Separates namespace and election in a payload; names cannot contain it.
+const SEP: char = '\u{1f}';
+
+#[derive(Debug)]
+pub(super) struct PushHub {
+    url: String,
+    channel: String,
+    tx: Arc<broadcast::Sender<Option<ElectionKey>>>,
+    started: Mutex<bool>,
+}
+
+impl PushHub {
+    pub fn new(url: String, prefix: &str) -> Self {
+        Self {
+            url,
+            channel: format!("{prefix}changes"),
+            tx: Arc::new(broadcast::channel(1024).0),
+            started: Mutex::new(false),
+        }
+    }
+
+    pub fn subscribe(&self) -> Option<Changes> {
+        let rx = self.tx.subscribe();
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if !*started {
+            let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                return None;
+            };
+            rt.spawn(listen(
+                self.url.clone(),
+                self.channel.clone(),
+                Arc::downgrade(&self.tx),
+            ));
+            *started = true;
+        }
+        Some(rx)
+    }
+
+    pub async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
+        let payload = format!("{}{SEP}{}", key.namespace, key.election);
+        let sent = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(self.channel.as_str())
+            .bind(payload)
+            .execute(pool)
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!("pg_notify failed: {e}");
+        }
+    }
+}
+
+fn parse(payload: &str) -> Option<ElectionKey> {
+    let (ns, election) = payload.split_once(SEP)?;
+    Some(ElectionKey::new(ns, election))
+}
+
+/// Runs until the store (and with it the sender) is dropped.
+async fn listen(url: String, channel: String, tx: Weak<broadcast::Sender<Option<ElectionKey>>>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if tx.strong_count() == 0 {
+            return;
+        }
+        let mut listener = match PgListener::connect(&url).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!("LISTEN connection failed: {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(&channel).await {
+            tracing::debug!("LISTEN failed: {e}");
+            tokio::time::sleep(delay).await;
+            continue;
+        }
+        delay = Duration::from_millis(100);
+        // We may have missed notifications while disconnected.
+        match tx.upgrade() {
+            Some(t) => {
+                let _ = t.send(None);
+            }
+            None => return,
+        }
+        loop {
+            // Wake up now and then to notice that the store was dropped.
+            let next = tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await;
+            let Some(t) = tx.upgrade() else { return };
+            match next {
+                Err(_) => continue,
+                Ok(Ok(Some(n))) => {
+                    let _ = t.send(parse(n.payload()));
+                }
+                Ok(Ok(None)) => {
+                    // Connection lost; try_recv reconnects on the next call.
+                    let _ = t.send(None);
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!("LISTEN connection error: {e}");
+                    let _ = t.send(None);
+                    break;
+                }
+            }
+        }
+    }
+}

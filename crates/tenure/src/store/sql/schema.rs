@@ -1,0 +1,171 @@
+//! Schema versions and migration.
+//!
+//! A `<prefix>schema` table records the schema version. A newer tenure adds
+//! migration steps here; an older tenure that finds a version it does not know
+//! refuses to touch the tables rather than guess.
+
+use sqlx::{AnyPool, Executor, Row};
+
+use super::dialect::ServerKind;
+use super::errors::{
+    create_denied, is_duplicate_column, is_missing_table, is_permission_error, map_err,
+};
+use super::Dialect;
+use crate::error::{Error, Result};
+
+/// The schema version this build creates and understands.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The statements that bring the schema from `version - 1` to `version`.
+fn step(dialect: Dialect, prefix: &str, server: ServerKind, version: i64) -> Vec<String> {
+    match version {
+        1 => dialect.schema_v1(prefix, server),
+        2 => dialect.schema_v2(prefix, server),
+        _ => Vec::new(),
+    }
+}
+
+/// The full DDL for the current version, including the version row.
+pub(crate) fn ddl(dialect: Dialect, prefix: &str, server: ServerKind) -> Vec<String> {
+    let mut out: Vec<String> = (1..=SCHEMA_VERSION)
+        .flat_map(|v| step(dialect, prefix, server, v))
+        .collect();
+    out.push(dialect.insert_schema_version(&format!("{prefix}schema"), SCHEMA_VERSION));
+    out
+}
+
+/// Runs `stmts`; a column that already exists (a concurrent migration got
+/// there first) is not an error, so every step can be re-run.
+async fn apply(pool: &AnyPool, stmts: &[String], prefix: &str, store: &str) -> Result<()> {
+    for stmt in stmts {
+        if let Err(e) = pool.execute(stmt.as_str()).await {
+            if is_duplicate_column(&e) {
+                continue;
+            }
+            if is_permission_error(&e) {
+                return Err(create_denied(store, prefix, &e));
+            }
+            return Err(map_err(store, prefix, e));
+        }
+    }
+    Ok(())
+}
+
+async fn read_version(
+    pool: &AnyPool,
+    dialect: Dialect,
+    prefix: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    let sql = dialect.plain(format!(
+        "SELECT version FROM {prefix}schema WHERE component = 'tenure'"
+    ));
+    let row = sqlx::query(&sql).fetch_optional(pool).await?;
+    row.map(|r| r.try_get::<i64, _>(0)).transpose()
+}
+
+/// Checks the schema version and, if `create`, creates missing tables.
+pub(crate) async fn prepare(
+    pool: &AnyPool,
+    dialect: Dialect,
+    prefix: &str,
+    create: bool,
+    store: &str,
+) -> Result<()> {
+    let found = match read_version(pool, dialect, prefix).await {
+        Ok(v) => v,
+        Err(e) if is_missing_table(&e) => None,
+        Err(e) => return Err(map_err(store, prefix, e)),
+    };
+    match found {
+        Some(v) if v == SCHEMA_VERSION => check_leases_table(pool, dialect, prefix, store).await,
+        Some(v) if v > SCHEMA_VERSION => Err(Error::Schema {
+            store: store.to_string(),
+            reason: format!(
+                "the {prefix}* tables have schema version {v}, but this tenure understands only up to {SCHEMA_VERSION}; upgrade tenure, or use another table prefix"
+            ),
+        }),
+        Some(v) if v >= 1 && create => {
+            let server = server_kind(pool, dialect)
+                .await
+                .map_err(|e| map_err(store, prefix, e))?;
+            for to in (v + 1)..=SCHEMA_VERSION {
+                apply(pool, &step(dialect, prefix, server, to), prefix, store).await?;
+            }
+            let bump = dialect.plain(format!(
+                "UPDATE {prefix}schema SET version = {SCHEMA_VERSION} WHERE component = 'tenure' AND version < {SCHEMA_VERSION}"
+            ));
+            pool.execute(bump.as_str())
+                .await
+                .map_err(|e| map_err(store, prefix, e))?;
+            tracing::info!("migrated the {prefix}* tables from schema version {v} to {SCHEMA_VERSION}");
+            check_leases_table(pool, dialect, prefix, store).await
+        }
+        Some(v) if v >= 1 => Err(Error::Schema {
+            store: store.to_string(),
+            reason: format!(
+                "the {prefix}* tables have schema version {v}, older than this tenure's {SCHEMA_VERSION}, and creating is turned off; run `tenure migrate --store URL` or apply the SQL printed by `tenure migrate --print-sql`"
+            ),
+        }),
+        Some(v) => Err(Error::Schema {
+            store: store.to_string(),
+            reason: format!("unknown schema version {v} in {prefix}schema"),
+        }),
+        None if create => {
+            let server = server_kind(pool, dialect)
+                .await
+                .map_err(|e| map_err(store, prefix, e))?;
+            apply(pool, &ddl(dialect, prefix, server), prefix, store).await?;
+            // Someone may have raced us with another version; check again.
+            match read_version(pool, dialect, prefix).await {
+                Ok(Some(v)) if v == SCHEMA_VERSION => Ok(()),
+                Ok(other) => Err(Error::Schema {
+                    store: store.to_string(),
+                    reason: format!("after creating the tables, {prefix}schema says version {other:?}, expected {SCHEMA_VERSION}"),
+                }),
+                Err(e) => Err(map_err(store, prefix, e)),
+            }
+        }
+        None => Err(Error::Schema {
+            store: store.to_string(),
+            reason: format!(
+                "the {prefix}leases table does not exist and creating it is turned off; run `tenure migrate --store URL` or apply the SQL printed by `tenure migrate --print-sql`"
+            ),
+        }),
+    }
+}
+
+async fn check_leases_table(
+    pool: &AnyPool,
+    dialect: Dialect,
+    prefix: &str,
+    store: &str,
+) -> Result<()> {
+    for probe in [
+        format!("SELECT namespace, election, holder, metadata, term, version, ttl_us, acquired_us, renewed_us, expires_us, handover_to, handover_until_us, handover_reason, prev_holder, prev_expires_us, start_reason FROM {prefix}leases WHERE 1 = 0"),
+        format!("SELECT namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us FROM {prefix}members WHERE 1 = 0"),
+        format!("SELECT namespace, election, term, holder, start_reason, start_us, end_reason, end_us FROM {prefix}history WHERE 1 = 0"),
+    ] {
+        sqlx::query(&dialect.plain(probe))
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| map_err(store, prefix, e))?;
+    }
+    Ok(())
+}
+
+/// Asks a `mysql://` server whether it is MariaDB.
+pub(crate) async fn server_kind(
+    pool: &AnyPool,
+    dialect: Dialect,
+) -> Result<ServerKind, sqlx::Error> {
+    if dialect != Dialect::MySql {
+        return Ok(ServerKind::Other);
+    }
+    let row = sqlx::query("SELECT VERSION()").fetch_one(pool).await?;
+    let version: String = row.try_get(0)?;
+    Ok(if version.contains("MariaDB") {
+        ServerKind::MariaDb
+    } else {
+        ServerKind::Other
+    })
+}

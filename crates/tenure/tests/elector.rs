@@ -1,0 +1,283 @@
+//! Timing and safety logic of the elector, on a hand-driven clock: the store and
+//! the elector share a `ManualClock`, so no test waits for real lease time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tenure::clock::{Clock, ManualClock};
+use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore};
+use tenure::{Elector, State};
+
+mod world;
+
+use world::{eventually, settle, World, TTL};
+
+#[tokio::test]
+async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
+    let w = World::new();
+    let e = w.elector("a");
+    let t0 = w.clock.now();
+    let leadership = tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(leadership.term(), 1);
+    // Deadline: t0 + ttl * 0.99 - 50ms margin (no measurable round trip on this clock).
+    let deadline = t0 + Duration::from_millis(9850);
+    assert_eq!(leadership.deadline(), Some(deadline));
+
+    w.store.faults().set_hang(true);
+    let lost = tokio::spawn({
+        let l = leadership.clone();
+        async move { l.lost().await }
+    });
+    w.advance(Duration::from_millis(9849), Duration::from_millis(500))
+        .await;
+    assert!(e.is_leader(), "still leader 1ms before the deadline");
+    assert!(!lost.is_finished(), "lost() must not fire early");
+    w.clock.advance(Duration::from_millis(1));
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("lost() fired at the deadline")
+        .unwrap();
+    assert!(!e.is_leader());
+    assert!(!leadership.is_valid());
+    let mut states = e.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        states.wait_for(|s| *s == State::NoLeader),
+    )
+    .await
+    .expect("state leaves Leading at the deadline")
+    .unwrap();
+}
+
+#[tokio::test]
+async fn renews_every_third_of_the_ttl_and_keeps_the_term() {
+    let w = World::new();
+    let e = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let writes_before = w.store.writes();
+    w.advance(Duration::from_secs(60), Duration::from_millis(250))
+        .await;
+    assert!(e.is_leader());
+    assert_eq!(e.term(), Some(1), "renewals never change the term");
+    let renewals = w.store.writes() - writes_before;
+    // 60 s / (10 s / 3) = 18 renewals, give or take one at the edges.
+    assert!((17..=19).contains(&renewals), "{renewals} renewals in 60s");
+}
+
+#[tokio::test]
+async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
+    let w = World::new();
+    let e = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    w.store.faults().set_unavailable(true);
+    let writes_before = w.store.writes();
+    w.advance(Duration::from_millis(9800), Duration::from_millis(100))
+        .await;
+    assert!(
+        e.is_leader(),
+        "a store outage shorter than the deadline changes nothing"
+    );
+    w.advance(Duration::from_millis(100), Duration::from_millis(50))
+        .await;
+    assert!(!e.is_leader(), "stepped down at the deadline");
+    assert_eq!(
+        w.store.writes(),
+        writes_before,
+        "the failing store saw no successful writes"
+    );
+    w.store.faults().set_unavailable(false);
+    // The old lease (last renewed at t0) expires at t0 + 10 s by the store's clock.
+    w.advance(Duration::from_secs(2), Duration::from_millis(100))
+        .await;
+    eventually("re-acquisition", || e.is_leader()).await;
+    assert_eq!(
+        e.term(),
+        Some(2),
+        "coming back is a new acquisition with a new term"
+    );
+}
+
+#[tokio::test]
+async fn follower_writes_nothing_while_the_lease_is_held_and_takes_over_at_expiry() {
+    let w = World::new();
+    let key = ElectionKey::new("default", "job");
+    let claim = Claim {
+        key: key.clone(),
+        holder: "dead#1".into(),
+        metadata: String::new(),
+        ttl: TTL,
+    };
+    assert!(matches!(
+        w.store.try_acquire(&claim).await.unwrap(),
+        Acquire::Acquired(_)
+    ));
+    let acquired_at = w.clock.now();
+    let e = w.elector("b");
+    let mut states = e.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        states.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        *states.borrow(),
+        State::Following {
+            leader: "dead#1".into(),
+            term: 1
+        }
+    );
+    let writes = w.store.writes();
+    w.advance(Duration::from_millis(9990), Duration::from_millis(30))
+        .await;
+    assert_eq!(
+        w.store.writes(),
+        writes,
+        "followers only read while the lease is held"
+    );
+    assert!(!e.is_leader());
+    w.advance(Duration::from_millis(40), Duration::from_millis(5))
+        .await;
+    eventually("takeover right after expiry", || e.is_leader()).await;
+    assert!(w.clock.now() - acquired_at <= TTL + Duration::from_millis(30));
+    assert_eq!(w.store.writes(), writes + 1, "one write per takeover");
+    assert_eq!(e.term(), Some(2));
+}
+
+#[tokio::test]
+async fn run_cancels_the_work_when_leadership_is_lost() {
+    let w = World::new();
+    let e = Arc::new(w.elector("a"));
+    let dropped = Arc::new(AtomicBool::new(false));
+    struct Guard(Arc<AtomicBool>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let runner = tokio::spawn({
+        let e = e.clone();
+        let dropped = dropped.clone();
+        async move {
+            e.run(|_l| {
+                let guard = Guard(dropped.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }
+            })
+            .await
+        }
+    });
+    eventually("leadership", || e.is_leader()).await;
+    settle().await;
+    assert!(!dropped.load(Ordering::SeqCst));
+    w.store.faults().set_hang(true);
+    w.advance(Duration::from_secs(10), Duration::from_millis(500))
+        .await;
+    eventually("work cancelled", || dropped.load(Ordering::SeqCst)).await;
+    assert!(!runner.is_finished(), "run() waits for the next leadership");
+    runner.abort();
+}
+
+#[tokio::test]
+async fn resign_hands_over_and_shutdown_releases() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.elector("b");
+    let mut bs = b.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bs.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    a.resign().await.expect("resign");
+    assert!(!a.is_leader());
+    // b notices within one poll period (80 ms), long before any TTL.
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b leads after a's resignation", || b.is_leader()).await;
+    assert_eq!(b.term(), Some(2));
+    assert!(
+        matches!(a.resign().await, Err(tenure::Error::NotLeader { .. })),
+        "a follower cannot resign"
+    );
+    b.shutdown().await.unwrap();
+    let rec = w
+        .store
+        .read(&ElectionKey::new("default", "job"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.holder, None, "shutdown released the lease");
+    assert!(matches!(b.acquired().await, Err(tenure::Error::Shutdown)));
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_clock_far_off_changes_nothing() {
+    // The elector's clock is hours ahead of the store's; only its own differences
+    // matter, so leadership and expiry are unchanged.
+    let w = World::new();
+    let skewed = ManualClock::new();
+    skewed.advance(Duration::from_secs(5 * 3600));
+    let e = Elector::builder(w.store.clone())
+        .election("job")
+        .ttl(TTL)
+        .clock(Arc::new(skewed.clone()))
+        .build()
+        .unwrap();
+    eventually("leadership", || e.is_leader()).await;
+    let rec = w
+        .store
+        .read(&ElectionKey::new("default", "job"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.remaining, TTL, "the lease runs on the store's clock");
+    e.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
+    let w = World::new();
+    let e = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    w.store.faults().set_hang(true);
+    // Reach the renewal time: the renewal now hangs in the store.
+    w.advance(Duration::from_millis(3400), Duration::from_millis(100))
+        .await;
+    assert!(e.is_leader());
+    let start = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), e.shutdown())
+        .await
+        .expect("shutdown does not wait for the hung renewal or the deadline")
+        .ok();
+    assert!(!e.is_leader());
+    // Bounded by the release (2 s) and leave (1 s) time-outs, not by the TTL.
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        start.elapsed()
+    );
+}

@@ -1,0 +1,242 @@
+//! Members, succession without a herd, hand-over (resign, transfer, preemption)
+//! and history, on a hand-driven clock.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tenure::store::memory::MemoryStore;
+use tenure::store::LeaseStore;
+use tenure::Elector;
+
+mod world;
+
+use world::{eventually, key, settle, World, TTL};
+
+async fn members_registered(w: &World, n: usize) {
+    let start = Instant::now();
+    loop {
+        let live = w
+            .store
+            .members(&key())
+            .await
+            .unwrap()
+            .iter()
+            .filter(|m| m.live)
+            .count();
+        if live >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "only {live} of {n} members registered"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_failover_among_50_candidates_takes_one_write() {
+    let w = World::new();
+    let leader = w
+        .builder("leader")
+        .release_on_shutdown(false)
+        .build()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), leader.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let followers: Vec<Elector> = (0..50)
+        .map(|i| w.builder(&format!("f{i:02}")).build().unwrap())
+        .collect();
+    members_registered(&w, 51).await;
+    settle().await;
+    // The leader dies without releasing (as if killed).
+    leader.shutdown().await.unwrap();
+    let writes = w.store.writes();
+    w.advance(TTL + Duration::from_secs(1), Duration::from_millis(50))
+        .await;
+    eventually("a new leader", || followers.iter().any(|f| f.is_leader())).await;
+    w.advance(Duration::from_secs(2), Duration::from_millis(50))
+        .await;
+    let leaders: Vec<&str> = followers
+        .iter()
+        .filter(|f| f.is_leader())
+        .map(|f| f.identity())
+        .collect();
+    assert_eq!(leaders, ["f00"], "the longest-serving live member succeeds");
+    let acquire_writes = w.store.writes() - writes;
+    eprintln!("lease writes for one failover among 50 candidates: {acquire_writes}");
+    assert!(
+        acquire_writes <= 3,
+        "{acquire_writes} writes for one failover (a herd would be 50)"
+    );
+    for f in &followers {
+        f.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_decides_the_successor_and_resign_hands_over_at_once() {
+    let w = World::new();
+    let a = w.builder("a").build().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let low = w.builder("low").build().unwrap();
+    let high = w.builder("high").priority(7).build().unwrap();
+    members_registered(&w, 3).await;
+    let m = a.members().await.unwrap();
+    assert_eq!(m[0].identity, "high", "priority first: {m:?}");
+    a.resign().await.unwrap();
+    w.advance(Duration::from_millis(200), Duration::from_millis(10))
+        .await;
+    eventually("high leads", || high.is_leader()).await;
+    assert!(!low.is_leader() && !a.is_leader());
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(rec.start_reason, "resign");
+    for e in [a, low, high] {
+        e.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_goes_to_the_named_member_only() {
+    let w = World::new();
+    let a = w.builder("a").build().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.builder("b").priority(9).build().unwrap();
+    let c = w.builder("c").build().unwrap();
+    members_registered(&w, 3).await;
+    let err = a.transfer("nobody").await.unwrap_err().to_string();
+    assert!(
+        err.contains("no live member of default/job has identity \"nobody\"")
+            && err.contains("live members:"),
+        "{err}"
+    );
+    assert!(
+        matches!(b.transfer("c").await, Err(tenure::Error::NotLeader { .. })),
+        "only the leader transfers"
+    );
+    a.transfer("c").await.unwrap();
+    w.advance(Duration::from_millis(300), Duration::from_millis(10))
+        .await;
+    eventually("c leads", || c.is_leader()).await;
+    assert!(
+        !b.is_leader(),
+        "b has the higher priority but was not the target"
+    );
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(rec.start_reason, "transfer");
+    for e in [a, b, c] {
+        e.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_and_transfer_requested_from_another_process() {
+    let w = World::new();
+    let a = w.builder("a").build().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.builder("b").build().unwrap();
+    let c = w.builder("c").build().unwrap();
+    members_registered(&w, 3).await;
+    let store = w.dyn_store();
+    // Transfer to c, requested by someone who is not a candidate.
+    let err = tenure::handover::transfer(&store, &key(), "zed", TTL)
+        .await
+        .unwrap_err();
+    assert!(err.is_usage(), "unknown target is bad input: {err}");
+    let err = tenure::handover::transfer(&store, &key(), "a", TTL)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already leads"), "{err}");
+    tenure::handover::transfer(&store, &key(), "c", TTL)
+        .await
+        .unwrap();
+    // Without push the leader notices at its next renewal (within ttl/3),
+    // which the pending request makes fail.
+    w.advance(Duration::from_millis(3800), Duration::from_millis(20))
+        .await;
+    eventually("c leads after the transfer", || c.is_leader()).await;
+    assert!(!a.is_leader() && !b.is_leader());
+    // Resign, requested from outside: c steps down, someone else leads.
+    tenure::handover::resign(&store, &key()).await.unwrap();
+    w.advance(Duration::from_millis(3800), Duration::from_millis(20))
+        .await;
+    eventually("a new leader after the resignation", || {
+        a.is_leader() || b.is_leader()
+    })
+    .await;
+    assert!(!c.is_leader());
+    let history = w.store.history(&key(), 10).await.unwrap();
+    let reasons: Vec<(&str, &str)> = history
+        .iter()
+        .rev()
+        .map(|h| (h.start_reason.as_str(), h.end_reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("first", "transfer"),
+            ("transfer", "resign"),
+            ("resign", "")
+        ],
+        "{history:?}"
+    );
+    for e in [a, b, c] {
+        e.shutdown().await.unwrap();
+    }
+    // No leader: nothing to resign.
+    let err = tenure::handover::resign(&store, &key()).await.unwrap_err();
+    assert!(matches!(err, tenure::Error::NoLeader { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_yields_to_higher_priority_after_the_stable_time() {
+    let w = World::new();
+    let a = w
+        .builder("a")
+        .preempt_after(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let vip = w.builder("vip").priority(9).build().unwrap();
+    members_registered(&w, 2).await;
+    w.advance(Duration::from_secs(20), Duration::from_millis(200))
+        .await;
+    assert!(a.is_leader(), "not before it has been stable for 30 s");
+    w.advance(Duration::from_secs(15), Duration::from_millis(100))
+        .await;
+    eventually("vip leads", || vip.is_leader()).await;
+    assert_eq!(
+        w.store.read(&key()).await.unwrap().unwrap().start_reason,
+        "preempt"
+    );
+    a.shutdown().await.unwrap();
+    vip.shutdown().await.unwrap();
+}
+
+#[test]
+fn priority_out_of_range_is_rejected() {
+    let e = Elector::builder(Arc::new(MemoryStore::new()))
+        .election("x")
+        .priority(5000)
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("invalid priority: 5000 is too large; use 0 to 1000"),
+        "{e}"
+    );
+}

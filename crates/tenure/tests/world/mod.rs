@@ -1,0 +1,78 @@
+//! A hand-driven world for elector tests: a memory store and electors sharing
+//! one `ManualClock`, so no test waits for real lease time.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tenure::clock::ManualClock;
+use tenure::store::memory::MemoryStore;
+use tenure::store::{DynStore, ElectionKey};
+use tenure::{Elector, ElectorBuilder};
+
+pub const TTL: Duration = Duration::from_secs(10);
+
+pub struct World {
+    pub clock: ManualClock,
+    pub store: Arc<MemoryStore>,
+}
+
+impl World {
+    pub fn new() -> Self {
+        let clock = ManualClock::new();
+        let store = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+        Self { clock, store }
+    }
+
+    /// A builder for election "job" with identity `id`, TTL 10 s, on this clock.
+    pub fn builder(&self, id: &str) -> ElectorBuilder {
+        Elector::builder(self.store.clone())
+            .election("job")
+            .identity(id)
+            .ttl(TTL)
+            .clock(Arc::new(self.clock.clone()))
+    }
+
+    pub fn elector(&self, id: &str) -> Elector {
+        self.builder(id).build().expect("elector")
+    }
+
+    pub fn dyn_store(&self) -> DynStore {
+        self.store.clone()
+    }
+
+    /// Moves time forward in steps, letting the tasks react after each step.
+    pub async fn advance(&self, total: Duration, step: Duration) {
+        let mut moved = Duration::ZERO;
+        while moved < total {
+            let s = step.min(total - moved);
+            self.clock.advance(s);
+            moved += s;
+            settle().await;
+        }
+    }
+}
+
+/// Lets spawned tasks run to their next await on the manual clock.
+pub async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(3)).await;
+}
+
+/// Waits (real time, with a deadline) until `cond` holds.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+pub fn key() -> ElectionKey {
+    ElectionKey::new("default", "job")
+}
