@@ -1004,6 +1004,11 @@ pub mod servers {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
     }
 
+    /// Redis URL for tests: `TENURE_TEST_REDIS`, default the local server's database 0.
+    pub fn redis_url() -> String {
+        std::env::var("TENURE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into())
+    }
+
     /// True when a missing server must fail the test run: in CI (`CI=true`) or
     /// when `TENURE_REQUIRE_SERVERS=1`.
     pub fn required() -> bool {

@@ -1,4 +1,4 @@
-//! Runs the conformance suite against every store: memory, SQLite, MariaDB, PostgreSQL.
+//! Runs the conformance suite against every store: memory, SQLite, MariaDB, PostgreSQL, Redis.
 //! Server stores are skipped with a printed reason on a laptop without them, and
 //! fail the run in CI (`CI=true`).
 
@@ -36,14 +36,18 @@ async fn sqlite() {
 }
 
 async fn server(name: &'static str, url: String) {
-    let options = StoreOptions::default();
+    server_with(name, url, StoreOptions::default()).await;
+}
+
+async fn server_with(name: &'static str, url: String, options: StoreOptions) {
     if servers::connect_or_skip(&url, &options).await.is_none() {
         return;
     }
     Conformance::new(name, move || {
         let url = url.clone();
+        let options = options.clone();
         async move {
-            tenure::store::connect(&url, &StoreOptions::default())
+            tenure::store::connect(&url, &options)
                 .await
                 .expect("server store")
         }
@@ -60,4 +64,16 @@ async fn mariadb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres() {
     server("postgres", servers::postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis() {
+    // A prefix of its own keeps `list` to this run's elections on a shared server.
+    let prefix = format!("conformance{:08x}_", rand::random::<u32>());
+    server_with(
+        "redis",
+        servers::redis_url(),
+        StoreOptions::default().with_table_prefix(prefix),
+    )
+    .await;
 }

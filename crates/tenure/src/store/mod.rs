@@ -16,6 +16,8 @@ use serde::Serialize;
 use crate::error::Result;
 
 pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod registry;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub mod sql;

@@ -71,6 +71,8 @@ pub fn supported_schemes() -> Vec<(&'static str, bool)> {
         ("mariadb", cfg!(feature = "mysql")),
         ("postgres", cfg!(feature = "postgres")),
         ("postgresql", cfg!(feature = "postgres")),
+        ("redis", cfg!(feature = "redis")),
+        ("rediss", cfg!(feature = "redis")),
         ("memory", true),
     ]
 }
@@ -80,6 +82,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
         "sqlite" => Some("sqlite"),
         "mysql" | "mariadb" => Some("mysql"),
         "postgres" | "postgresql" => Some("postgres"),
+        "redis" | "rediss" => Some("redis"),
         _ => None,
     }
 }
@@ -91,6 +94,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
 /// | `sqlite://tenure.db`, `sqlite:///var/lib/app/tenure.db` | SQLite file (created if missing) |
 /// | `mysql://user:pass@host/db`, `mariadb://...` | MySQL 8 / MariaDB 10.5+ |
 /// | `postgres://user:pass@host/db`, `postgresql://...` | PostgreSQL 12+ |
+/// | `redis://[:pass@]host[:port][/db]`, `rediss://...?cacert=ca.pem` | Redis 5+ (Lua scripts, pub/sub) |
 /// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
 ///
 /// ```
@@ -126,7 +130,23 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
             reason: format!("this build of tenure lacks the `{feature}` cargo feature"),
         });
     }
+    if feature == "redis" {
+        return connect_redis(url, options).await;
+    }
     connect_sql(url, options).await
+}
+
+#[cfg(feature = "redis")]
+async fn connect_redis(url: &str, options: &StoreOptions) -> Result<DynStore> {
+    Ok(Arc::new(super::redis::RedisStore::connect(url, options).await?))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn connect_redis(url: &str, _options: &StoreOptions) -> Result<DynStore> {
+    Err(Error::InvalidUrl {
+        url: redact_url(url),
+        reason: "this build of tenure lacks the `redis` cargo feature".into(),
+    })
 }
 
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]

@@ -1,0 +1,532 @@
+//! The Redis store (`redis://`, `rediss://`): each operation is one Lua script,
+//! so every decision is atomic on the server and judged by the server's `TIME`.
+//!
+//! # Keys
+//!
+//! With the default prefix `tenure_` and election `default/cron`, the election's
+//! index member is `7:default:cron` (the namespace is length-prefixed so names
+//! may contain `:`), and the store keeps:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `tenure_lease:7:default:cron` | hash | holder, term, expiry (server µs), hand-over |
+//! | `tenure_history:7:default:cron` | hash | term → JSON of the term's start and end |
+//! | `tenure_members:7:default:cron` | hash | holder id → JSON registration |
+//! | `tenure_index` | set | every election's index member, for `list` |
+//!
+//! and publishes the index member on `tenure_changes` when a lease is acquired,
+//! released or handed over.
+//!
+//! The lease hash never gets a Redis TTL: expiry is a field compared with `TIME`
+//! inside the scripts, so the term survives the lease's expiry, and with
+//! persistence (AOF or RDB) a restart of the server. See
+//! [the design notes](https://example.invalid/tenure/docs/design.md) for what a
+//! replicated Redis can and cannot promise.
+//!
+//! # URLs
+//!
+//! `redis://[:password@]host[:port][/db]`, `rediss://...` for TLS. With TLS,
+//! `?cacert=/path/ca.pem` trusts that CA instead of the system roots, and
+//! `&cert=/path/client.pem&key=/path/client.key` presents a client certificate
+//! (redis-cli's `--cacert`, `--cert` and `--key`).
+
+mod client;
+mod errors;
+mod push;
+mod scripts;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Value;
+
+use super::{
+    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord,
+    LeaseStore, Member, MemberRecord, StoreOptions, Tenure,
+};
+use crate::error::{Error, Result};
+use scripts::Scripts;
+
+/// A [`LeaseStore`] on a Redis server (or Valkey, or anything that speaks
+/// Redis 5+ with Lua scripting).
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use tenure::store::{redis::RedisStore, StoreOptions};
+/// let store = RedisStore::connect("redis://127.0.0.1:6379/0", &StoreOptions::default()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    scripts: std::sync::Arc<Scripts>,
+    prefix: String,
+    described: String,
+    history_retention: u64,
+    push: std::sync::Arc<push::PushHub>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("store", &self.described)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// The oldest server whose scripts may call `TIME` before writing (effects
+/// replication became the default in Redis 5).
+const MIN_MAJOR_VERSION: u32 = 5;
+
+impl RedisStore {
+    /// Connects, checks that the server is a Redis 5+ with scripting, and
+    /// loads nothing else: there is no schema to create.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
+        crate::names::validate_table_prefix(&options.table_prefix)?;
+        let described = super::redact_url(url);
+        let client = client::build(url, &described)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.connect_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = tokio::time::timeout(
+            options.connect_timeout + Duration::from_millis(500),
+            ConnectionManager::new_with_config(client.clone(), config),
+        )
+        .await
+        .map_err(|_| errors::timed_out(&described, options.connect_timeout))?
+        .map_err(|e| errors::classify(&described, e))?;
+        let store = Self {
+            conn,
+            scripts: std::sync::Arc::new(Scripts::new()),
+            prefix: options.table_prefix.clone(),
+            push: std::sync::Arc::new(push::PushHub::new(
+                client,
+                format!("{}changes", options.table_prefix),
+            )),
+            described,
+            history_retention: options.history_retention.max(1),
+        };
+        store.check_server().await?;
+        Ok(store)
+    }
+
+    /// Fails unless the server says it is Redis (or a fork that reports a
+    /// `redis_version`) of a version whose scripts may read `TIME` and write.
+    async fn check_server(&self) -> Result<()> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        let version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .map(str::trim)
+            .ok_or_else(|| Error::Protocol {
+                store: self.described.clone(),
+                reason: "the server answered INFO without a redis_version; is this a Redis server?"
+                    .into(),
+            })?;
+        let major: u32 = version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        if major < MIN_MAJOR_VERSION {
+            return Err(Error::Protocol {
+                store: self.described.clone(),
+                reason: format!(
+                    "Redis {version} is too old: tenure needs Redis {MIN_MAJOR_VERSION}.0 or newer (scripts that read TIME and then write)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn error(&self, e: redis::RedisError) -> Error {
+        errors::classify(&self.described, e)
+    }
+
+    fn member(key: &ElectionKey) -> String {
+        format!("{}:{}:{}", key.namespace.len(), key.namespace, key.election)
+    }
+
+    fn parse_member(member: &str) -> Option<ElectionKey> {
+        let (len, rest) = member.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let ns = rest.get(..len)?;
+        let election = rest.get(len..)?.strip_prefix(':')?;
+        Some(ElectionKey::new(ns, election))
+    }
+
+    fn key(&self, kind: &str, key: &ElectionKey) -> String {
+        format!("{}{kind}:{}", self.prefix, Self::member(key))
+    }
+
+    fn channel(&self) -> String {
+        format!("{}changes", self.prefix)
+    }
+
+    fn record(&self, key: &ElectionKey, f: &[String]) -> Result<LeaseRecord> {
+        if f.len() != scripts::RECORD_FIELDS + 1 {
+            return Err(self.protocol(format!(
+                "a lease record of {} fields (expected {})",
+                f.len(),
+                scripts::RECORD_FIELDS + 1
+            )));
+        }
+        let n = |i: usize| -> Result<i64> {
+            if f[i].is_empty() {
+                return Ok(0);
+            }
+            f[i].parse()
+                .map_err(|_| self.protocol(format!("a non-numeric field {:?}", f[i])))
+        };
+        let text = |i: usize| (!f[i].is_empty()).then(|| f[i].clone());
+        let holder = text(0);
+        let expires_at_us = n(7)?;
+        let read_at_us = n(14)?;
+        Ok(LeaseRecord {
+            key: key.clone(),
+            remaining: if holder.is_some() {
+                super::remaining_from_us(expires_at_us, read_at_us)
+            } else {
+                Duration::ZERO
+            },
+            holder,
+            metadata: f[1].clone(),
+            term: n(2)?.max(0) as u64,
+            version: n(3)?.max(0) as u64,
+            ttl: Duration::from_micros(n(4)?.max(0) as u64),
+            acquired_at_us: n(5)?,
+            renewed_at_us: n(6)?,
+            expires_at_us,
+            handover_to: text(8),
+            handover_until_us: n(9)?,
+            start_reason: f[13].clone(),
+            previous_holder: text(11),
+            previous_expires_at_us: n(12)?,
+            read_at_us,
+        })
+    }
+
+    fn protocol(&self, what: String) -> Error {
+        Error::Protocol {
+            store: self.described.clone(),
+            reason: format!("the server returned {what}; are other programs writing tenure's keys (prefix {:?})?", self.prefix),
+        }
+    }
+
+    async fn step_down(
+        &self,
+        tenure: &Tenure,
+        to: &str,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        let done: i64 = self
+            .scripts
+            .step_down
+            .key(self.key("lease", &tenure.key))
+            .key(self.key("history", &tenure.key))
+            .arg(&tenure.holder)
+            .arg(tenure.term)
+            .arg(to)
+            .arg(us(window))
+            .arg(reason)
+            .arg(self.channel())
+            .arg(Self::member(&tenure.key))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(done == 1)
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 4)
+}
+
+fn json_str(v: &serde_json::Value, field: &str) -> String {
+    v.get(field)
+        .and_then(|x| x.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn json_i64(v: &serde_json::Value, field: &str) -> i64 {
+    v.get(field)
+        .and_then(|x| x.as_str())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0)
+}
+
+#[async_trait]
+impl LeaseStore for RedisStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            push: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.described.clone()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        let (won, fields): (i64, Vec<String>) = self
+            .scripts
+            .acquire
+            .key(self.key("lease", &claim.key))
+            .key(self.key("history", &claim.key))
+            .key(format!("{}index", self.prefix))
+            .arg(&claim.holder)
+            .arg(super::identity_of(&claim.holder))
+            .arg(&claim.metadata)
+            .arg(us(claim.ttl))
+            .arg(Self::member(&claim.key))
+            .arg(self.channel())
+            .arg(self.history_retention)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        if won == 1 {
+            return Ok(Acquire::Acquired(self.record(&claim.key, &fields)?));
+        }
+        if fields.is_empty() {
+            return Ok(Acquire::Held(None));
+        }
+        Ok(Acquire::Held(Some(self.record(&claim.key, &fields)?)))
+    }
+
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        let done: i64 = self
+            .scripts
+            .renew
+            .key(self.key("lease", &tenure.key))
+            .arg(&tenure.holder)
+            .arg(tenure.term)
+            .arg(us(ttl))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(done == 1)
+    }
+
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.step_down(tenure, "", Duration::ZERO, "released").await
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        let fields: Vec<String> = self
+            .scripts
+            .read
+            .key(self.key("lease", key))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        self.record(key, &fields).map(Some)
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        let flat: Vec<Value> = self
+            .scripts
+            .list
+            .key(format!("{}index", self.prefix))
+            .arg(format!("{}lease:", self.prefix))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut out = Vec::new();
+        for pair in flat.chunks(2) {
+            let [member, fields] = pair else {
+                return Err(self.protocol("an odd-length election list".into()));
+            };
+            let member: String = redis::from_redis_value_ref(member).map_err(|e| self.protocol(e.to_string()))?;
+            let Some(key) = Self::parse_member(&member) else {
+                return Err(self.protocol(format!("an index member {member:?}")));
+            };
+            if namespace.is_some_and(|ns| ns != key.namespace) {
+                continue;
+            }
+            let fields: Vec<String> =
+                redis::from_redis_value_ref(fields).map_err(|e| self.protocol(e.to_string()))?;
+            out.push(self.record(&key, &fields)?);
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn subscribe(&self) -> Option<Changes> {
+        self.push.subscribe()
+    }
+
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        let _: i64 = self
+            .scripts
+            .heartbeat
+            .key(self.key("members", &member.key))
+            .arg(&member.holder)
+            .arg(&member.metadata)
+            .arg(member.priority)
+            .arg(us(ttl))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        let removed: i64 = redis::cmd("HDEL")
+            .arg(self.key("members", key))
+            .arg(holder)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(removed == 1)
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        let flat: Vec<String> = self
+            .scripts
+            .members
+            .key(self.key("members", key))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        let Some((now, rest)) = flat.split_first() else {
+            return Err(self.protocol("an empty member list".into()));
+        };
+        let now: i64 = now
+            .parse()
+            .map_err(|_| self.protocol(format!("a server time {now:?}")))?;
+        let mut out = Vec::with_capacity(rest.len() / 2);
+        for pair in rest.chunks(2) {
+            let [holder, json] = pair else {
+                return Err(self.protocol("an odd-length member list".into()));
+            };
+            let v: serde_json::Value = serde_json::from_str(json)
+                .map_err(|_| self.protocol(format!("a member registration {json:?}")))?;
+            let expires_at_us = json_i64(&v, "expires_us");
+            out.push(MemberRecord {
+                key: key.clone(),
+                holder: holder.clone(),
+                identity: super::identity_of(holder).to_string(),
+                metadata: json_str(&v, "metadata"),
+                priority: json_str(&v, "priority").parse().unwrap_or(0),
+                joined_at_us: json_i64(&v, "joined_us"),
+                heartbeat_at_us: json_i64(&v, "heartbeat_us"),
+                expires_at_us,
+                live: expires_at_us > now,
+            });
+        }
+        out.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.joined_at_us.cmp(&b.joined_at_us))
+                .then(a.holder.cmp(&b.holder))
+        });
+        Ok(out)
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        let n: i64 = self
+            .scripts
+            .reap
+            .key(self.key("members", key))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        self.step_down(tenure, to.column(), window, reason).await
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        let fields: Vec<String> = self
+            .scripts
+            .request_handover
+            .key(self.key("lease", key))
+            .arg(to.column())
+            .arg(us(window))
+            .arg(reason)
+            .arg(self.channel())
+            .arg(Self::member(key))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        self.record(key, &fields).map(Some)
+    }
+
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        let all: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(self.key("history", key))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut out = Vec::with_capacity(all.len());
+        for (term, json) in all {
+            let term: u64 = term
+                .parse()
+                .map_err(|_| self.protocol(format!("a history term {term:?}")))?;
+            let v: serde_json::Value = serde_json::from_str(&json)
+                .map_err(|_| self.protocol(format!("a history entry {json:?}")))?;
+            let end_at_us = json_i64(&v, "end_us");
+            out.push(HistoryRecord {
+                key: key.clone(),
+                term,
+                holder: json_str(&v, "holder"),
+                start_reason: json_str(&v, "start_reason"),
+                start_at_us: json_i64(&v, "start_us"),
+                end_reason: json_str(&v, "end_reason"),
+                end_at_us: (end_at_us != 0).then_some(end_at_us),
+            });
+        }
+        out.sort_by(|a, b| b.term.cmp(&a.term));
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_members_round_trip_names_with_colons() {
+        for (ns, e) in [("default", "cron"), ("a:b", "c:d"), ("", "x"), ("ns", "")] {
+            let key = ElectionKey::new(ns, e);
+            assert_eq!(
+                RedisStore::parse_member(&RedisStore::member(&key)),
+                Some(key)
+            );
+        }
+        assert_eq!(RedisStore::parse_member("99:short"), None);
+        assert_eq!(RedisStore::parse_member("x:y"), None);
+    }
+}

@@ -1,0 +1,101 @@
+//! Redis pub/sub: a release, acquisition or hand-over wakes followers and
+//! observers at once instead of at their next poll.
+//!
+//! One subscriber connection per store, started on the first subscription; it
+//! reconnects by itself and then tells every subscriber that anything may
+//! have changed (messages published while it was away are lost: pub/sub does
+//! not queue).
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::broadcast;
+
+use crate::store::{Changes, ElectionKey};
+
+type Sender = broadcast::Sender<Option<ElectionKey>>;
+
+pub(super) struct PushHub {
+    client: redis::Client,
+    channel: String,
+    tx: Arc<Sender>,
+    started: Mutex<bool>,
+}
+
+impl PushHub {
+    pub fn new(client: redis::Client, channel: String) -> Self {
+        Self {
+            client,
+            channel,
+            tx: Arc::new(broadcast::channel(1024).0),
+            started: Mutex::new(false),
+        }
+    }
+
+    pub fn subscribe(&self) -> Option<Changes> {
+        let rx = self.tx.subscribe();
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if !*started {
+            let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                return None;
+            };
+            rt.spawn(listen(
+                self.client.clone(),
+                self.channel.clone(),
+                Arc::downgrade(&self.tx),
+            ));
+            *started = true;
+        }
+        Some(rx)
+    }
+}
+
+/// Runs until the store (and with it the sender) is dropped.
+async fn listen(client: redis::Client, channel: String, tx: Weak<Sender>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if tx.strong_count() == 0 {
+            return;
+        }
+        let mut pubsub = match client.get_async_pubsub().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!("pub/sub connection failed: {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        if let Err(e) = pubsub.subscribe(&channel).await {
+            tracing::debug!("SUBSCRIBE failed: {e}");
+            tokio::time::sleep(delay).await;
+            continue;
+        }
+        delay = Duration::from_millis(100);
+        match tx.upgrade() {
+            Some(t) => {
+                let _ = t.send(None);
+            }
+            None => return,
+        }
+        let mut messages = pubsub.into_on_message();
+        loop {
+            // Wake up now and then to notice that the store was dropped.
+            let next = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+            let Some(t) = tx.upgrade() else { return };
+            match next {
+                Err(_) => continue,
+                Ok(Some(msg)) => {
+                    let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
+                    let _ = t.send(super::RedisStore::parse_member(&payload));
+                }
+                Ok(None) => {
+                    tracing::debug!("pub/sub connection closed; reconnecting");
+                    let _ = t.send(None);
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The Lua scripts, each prefixed with the shared helpers of `lua/prelude.lua`.
+
+use redis::Script;
+
+/// Fields of a lease record as the scripts return it (then the read time).
+pub(super) const RECORD_FIELDS: usize = 14;
+
+const PRELUDE: &str = include_str!("lua/prelude.lua");
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
+
+/// One compiled [`Script`] per operation; `Script` sends `EVALSHA` and falls
+/// back to `EVAL` after a server restart flushed its script cache.
+pub(super) struct Scripts {
+    pub acquire: Script,
+    pub renew: Script,
+    pub step_down: Script,
+    pub request_handover: Script,
+    pub read: Script,
+    pub list: Script,
+    pub heartbeat: Script,
+    pub members: Script,
+    pub reap: Script,
+}
+
+impl Scripts {
+    pub fn new() -> Self {
+        Self {
+            acquire: script(include_str!("lua/acquire.lua")),
+            renew: script(include_str!("lua/renew.lua")),
+            step_down: script(include_str!("lua/step_down.lua")),
+            request_handover: script(include_str!("lua/request_handover.lua")),
+            read: script(include_str!("lua/read.lua")),
+            list: script(include_str!("lua/list.lua")),
+            heartbeat: script(include_str!("lua/heartbeat.lua")),
+            members: script(include_str!("lua/members.lua")),
+            reap: script(include_str!("lua/reap.lua")),
+        }
+    }
+}
