@@ -8,7 +8,7 @@
 //! The store runs on this host, so host and store clocks agree.
 //!
 //! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL]...`
-//! Without --store: a temporary SQLite file, the local MariaDB and PostgreSQL.
+//! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -241,6 +241,7 @@ async fn main() {
             format!("sqlite://{}", dir.path().join("bench.db").display()),
             tenure::testing::servers::mysql_url(),
             tenure::testing::servers::postgres_url(),
+            tenure::testing::servers::redis_url(),
         ]
     } else {
         o.stores.clone()

@@ -23,6 +23,29 @@ pub(super) fn timed_out(store: &str, after: Duration) -> Error {
     }
 }
 
+fn not_redis(store: String, what: &str) -> Error {
+    Error::Protocol {
+        store,
+        reason: format!(
+            "{what}; is this a Redis server? (a TLS-only Redis needs rediss://)"
+        ),
+    }
+}
+
+/// Like [`classify`], for the first connection: a server that accepts the TCP
+/// connection and then drops it at the first command is not speaking Redis.
+pub(super) fn classify_first(store: &str, e: RedisError) -> Error {
+    let dropped = e.is_connection_dropped()
+        || (e.is_io_error() && !e.is_connection_refusal() && !e.is_timeout());
+    if dropped && e.code().is_none() {
+        return not_redis(
+            store.to_string(),
+            "the server closed the connection at the first command",
+        );
+    }
+    classify(store, e)
+}
+
 pub(super) fn classify(store: &str, e: RedisError) -> Error {
     let text = e.to_string();
     let code = e.code().unwrap_or_default().to_string();
@@ -64,10 +87,7 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
         };
     }
     if e.kind() == ErrorKind::Parse || matches!(e.kind(), ErrorKind::UnexpectedReturnType) {
-        return Error::Protocol {
-            store,
-            reason: format!("{text}; is this a Redis server?"),
-        };
+        return not_redis(store, "its reply is not in the Redis protocol (RESP)");
     }
     if code == "NOSCRIPT" || lower.contains("unknown command") {
         return Error::Protocol {

@@ -98,7 +98,7 @@ impl RedisStore {
         )
         .await
         .map_err(|_| errors::timed_out(&described, options.connect_timeout))?
-        .map_err(|e| errors::classify(&described, e))?;
+        .map_err(|e| errors::classify_first(&described, e))?;
         let store = Self {
             conn,
             scripts: std::sync::Arc::new(Scripts::new()),

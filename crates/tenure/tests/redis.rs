@@ -1,0 +1,272 @@
+//! Redis-specific behaviour the shared conformance suite cannot cover: the term
+//! surviving a server restart, and clear errors for bad input. Tests that
+//! restart or reconfigure a server start a private `redis-server` (temp dir,
+//! free port); the machine's shared Redis is only read from or written to.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tenure::store::{connect, Acquire, Claim, DynStore, ElectionKey, StoreOptions, Tenure};
+use tenure::testing::servers;
+use tenure::Error;
+
+/// A private `redis-server` with append-only persistence, killed on drop.
+struct PrivateRedis {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl PrivateRedis {
+    /// Starts one, or returns `None` (after printing why) when `redis-server`
+    /// is not installed and servers are not required.
+    fn start(extra: &[&str]) -> Option<Self> {
+        if Command::new("redis-server").arg("--version").output().is_err() {
+            assert!(
+                !servers::required(),
+                "redis-server is required (CI) but not installed"
+            );
+            eprintln!("SKIPPED: redis-server not installed");
+            return None;
+        }
+        let mut r = Self {
+            child: None,
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        r.launch();
+        Some(r)
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "private redis-server listens"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
+    Claim {
+        key: key.clone(),
+        holder: holder.into(),
+        metadata: String::new(),
+        ttl,
+    }
+}
+
+async fn acquired(store: &DynStore, c: &Claim) -> u64 {
+    match store.try_acquire(c).await.expect("acquire") {
+        Acquire::Acquired(r) => r.term,
+        Acquire::Held(r) => panic!("expected to acquire, held: {r:?}"),
+    }
+}
+
+#[tokio::test]
+async fn term_survives_lease_expiry_and_a_server_restart() {
+    let Some(mut redis) = PrivateRedis::start(&[]) else {
+        return;
+    };
+    let store = connect(&redis.url(), &StoreOptions::default())
+        .await
+        .expect("connect");
+    let key = ElectionKey::new("default", "restart");
+    let t1 = acquired(&store, &claim(&key, "a#1", Duration::from_secs(10))).await;
+    assert!(
+        store
+            .release(&Tenure {
+                key: key.clone(),
+                holder: "a#1".into(),
+                term: t1
+            })
+            .await
+            .unwrap()
+    );
+    let t2 = acquired(&store, &claim(&key, "b#1", Duration::from_millis(200))).await;
+    assert!(t2 > t1);
+    // Let the lease expire by the server's clock.
+    let start = Instant::now();
+    while store.read(&key).await.unwrap().is_some_and(|r| r.is_held()) {
+        assert!(start.elapsed() < Duration::from_secs(5), "lease expires");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // kill -9 and restart from the append-only file.
+    redis.kill();
+    redis.launch();
+    // The same store object reconnects by itself.
+    let start = Instant::now();
+    let rec = loop {
+        match store.read(&key).await {
+            Ok(r) => break r.expect("the lease survived the restart"),
+            Err(e) => {
+                assert!(e.is_retryable(), "{e}");
+                assert!(start.elapsed() < Duration::from_secs(10), "reconnects: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(rec.term, t2, "the term survived the restart");
+    let t3 = acquired(&store, &claim(&key, "c#1", Duration::from_secs(10))).await;
+    assert_eq!(t3, t2 + 1, "the next term follows the last, never reuses it");
+    let history = store.history(&key, 10).await.unwrap();
+    let reasons: Vec<(u64, &str, &str)> = history
+        .iter()
+        .map(|h| (h.term, h.start_reason.as_str(), h.end_reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            (t3, "expiry", ""),
+            (t2, "release", "expired"),
+            (t1, "first", "released")
+        ]
+    );
+}
+
+async fn error_of(url: &str, options: &StoreOptions) -> Error {
+    match tokio::time::timeout(Duration::from_secs(10), connect(url, options)).await {
+        Err(_) => panic!("connect to {url} hung"),
+        Ok(Ok(s)) => panic!("connect to {url} succeeded: {s:?}"),
+        Ok(Err(e)) => e,
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gives_clear_errors() {
+    let Some(redis) = PrivateRedis::start(&["--requirepass", "s3cret-pw"]) else {
+        return;
+    };
+    let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    let base = format!("127.0.0.1:{}", redis.port);
+
+    let e = error_of(&format!("redis://:wrong-pw@{base}/0"), &options).await;
+    let s = e.to_string();
+    assert!(matches!(e, Error::PermissionDenied { .. }), "{s}");
+    assert!(s.contains("password") && !s.contains("wrong-pw"), "{s}");
+
+    let e = error_of(&format!("redis://{base}/0"), &options).await;
+    assert!(matches!(e, Error::PermissionDenied { .. }), "no password: {e}");
+
+    let good = connect(&format!("redis://:s3cret-pw@{base}/0"), &options)
+        .await
+        .expect("the right password works");
+    assert!(!good.describe().contains("s3cret"), "{}", good.describe());
+
+    let e = error_of(&format!("redis://:s3cret-pw@{base}/99"), &options).await;
+    let s = e.to_string();
+    assert!(e.is_usage() && s.contains("database number"), "{s}");
+    assert!(!s.contains("s3cret"), "{s}");
+
+    let e = error_of(&format!("redis://{base}/zero"), &options).await;
+    assert!(e.is_usage() && e.to_string().contains("numbered"), "{e}");
+
+    let e = error_of(
+        &format!("redis://:s3cret-pw@{base}/0"),
+        &options.clone().with_table_prefix("bad prefix!"),
+    )
+    .await;
+    assert!(e.is_usage() && e.to_string().contains("prefix"), "{e}");
+
+    let e = error_of(&format!("redis://{base}/0?cacert=/tmp/ca.pem"), &options).await;
+    assert!(e.is_usage() && e.to_string().contains("rediss://"), "{e}");
+
+    let e = error_of(
+        &format!("rediss://{base}/0?cacert=/nonexistent/ca.pem"),
+        &options,
+    )
+    .await;
+    assert!(
+        e.is_usage() && e.to_string().contains("/nonexistent/ca.pem"),
+        "{e}"
+    );
+
+    // Nothing listens: unavailable, retryable.
+    let e = error_of(&format!("redis://127.0.0.1:{}/0", free_port()), &options).await;
+    assert!(e.is_retryable(), "{e}");
+}
+
+/// A server that is not Redis: a MariaDB greets with a handshake packet, a
+/// PostgreSQL says nothing until spoken to, a bare listener never answers.
+#[tokio::test]
+async fn a_server_that_is_not_redis_is_named_as_such() {
+    let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let silent_port = silent.local_addr().unwrap().port();
+    let mut targets = vec![(format!("redis://127.0.0.1:{silent_port}/0"), "silent")];
+    for (url, name) in [
+        (servers::mysql_url(), "mariadb"),
+        (servers::postgres_url(), "postgres"),
+    ] {
+        // Only where that server runs here; its own tests insist on it in CI.
+        if servers::connect_or_skip(&url, &StoreOptions::default())
+            .await
+            .is_some()
+        {
+            let u = url::Url::parse(&url).unwrap();
+            targets.push((
+                format!(
+                    "redis://{}:{}/0",
+                    u.host_str().unwrap(),
+                    u.port().unwrap()
+                ),
+                name,
+            ));
+        }
+    }
+    for (url, name) in targets {
+        let start = Instant::now();
+        let e = error_of(&url, &options).await;
+        let s = e.to_string();
+        assert!(
+            s.contains("is this a Redis server?") || s.contains("Redis port?"),
+            "{name}: the error says what was expected: {s}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{name}: fails within the connect timeout, took {:?}",
+            start.elapsed()
+        );
+    }
+    drop(silent);
+}
