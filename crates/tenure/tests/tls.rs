@@ -52,7 +52,10 @@ async fn must_connect(url: &str) -> tenure::store::DynStore {
 async fn must_fail(url: &str) -> Error {
     match connect(url, &StoreOptions::default()).await {
         Ok(_) => panic!("{url} must not connect"),
-        Err(e) => e,
+        Err(e) => {
+            eprintln!("refused as expected: {e}");
+            e
+        }
     }
 }
 
@@ -189,7 +192,7 @@ async fn postgres_tls() {
         &["requires a valid client certificate", "sslcert=", "sslkey="],
     );
     let e = must_fail(&format!("{}?sslmode=disable", base(CERT_USER, "127.0.0.1"))).await;
-    eprintln!("cert user without TLS: {e}");
+    assert_tls_error(&e, &["only over TLS", "sslmode=require"]);
 
     // The whole conformance suite over verify-full (push included: the
     // LISTEN connection uses the same URL).

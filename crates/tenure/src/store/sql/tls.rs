@@ -266,7 +266,9 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
                     "{msg}: the client certificate's common name must be the user name in the URL (or be mapped to it in pg_ident.conf); check {}=",
                     params.cert_key()
                 )
-            } else if msg.contains("no pg_hba.conf entry") && msg.contains("no encryption") {
+            } else if (msg.contains("no pg_hba.conf entry") || msg.contains("pg_hba.conf rejects"))
+                && msg.contains("no encryption")
+            {
                 format!(
                     "{msg}: the server accepts this user only over TLS; use {}=require or stronger",
                     params.mode_key()
