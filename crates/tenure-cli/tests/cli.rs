@@ -200,7 +200,11 @@ fn tls_setup_errors_exit_2_and_name_the_parameter() {
         ],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("sslpassword is not supported"), "{}", text(&out));
+    assert!(
+        text(&out).contains("sslpassword is not supported"),
+        "{}",
+        text(&out)
+    );
     assert!(!text(&out).contains("hunter2secret") && !text(&out).contains("keypass99"));
 }
 

@@ -346,8 +346,14 @@ impl Server {
                 ])
                 .arg(format!("--datadir={}", data.display()))
                 .arg(format!("--port={}", self.port))
-                .arg(format!("--socket={}", self.dir.path().join("sock").display()))
-                .arg(format!("--pid-file={}", self.dir.path().join("pid").display()));
+                .arg(format!(
+                    "--socket={}",
+                    self.dir.path().join("sock").display()
+                ))
+                .arg(format!(
+                    "--pid-file={}",
+                    self.dir.path().join("pid").display()
+                ));
                 if let Some(ca) = &self.tls {
                     c.arg(format!("--ssl-ca={}", ca.ca_cert.display()))
                         .arg(format!("--ssl-cert={}", ca.server_cert.display()))

@@ -35,7 +35,11 @@ fn tls_server(kind: Kind) -> Option<Server> {
         Server::start_with(kind, ServerOptions::tls().with_cert_user(CERT_USER))
     })
     .unwrap_or_else(|e| panic!("cannot start a private {kind:?} server: {e}"));
-    eprintln!("{kind:?} with TLS on port {} in {:?}", server.port, started.elapsed());
+    eprintln!(
+        "{kind:?} with TLS on port {} in {:?}",
+        server.port,
+        started.elapsed()
+    );
     Some(server)
 }
 
@@ -220,14 +224,18 @@ async fn mariadb_tls() {
         path(&ca.ca_cert)
     ))
     .await;
-    let mut conn = sqlx::mysql::MySqlConnection::connect(&verify_identity.replacen("mariadb:", "mysql:", 1))
-        .await
-        .expect("sqlx connects");
+    let mut conn =
+        sqlx::mysql::MySqlConnection::connect(&verify_identity.replacen("mariadb:", "mysql:", 1))
+            .await
+            .expect("sqlx connects");
     let (_, cipher): (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
         .fetch_one(&mut conn)
         .await
         .expect("Ssl_cipher");
-    assert!(!cipher.is_empty(), "VERIFY_IDENTITY connection must use TLS");
+    assert!(
+        !cipher.is_empty(),
+        "VERIFY_IDENTITY connection must use TLS"
+    );
     conn.close().await.ok();
 
     let other_dir = tempfile::tempdir().unwrap();
@@ -251,7 +259,12 @@ async fn mariadb_tls() {
     assert_tls_error(&e, &["not signed by the CA in ssl-ca="]);
 
     must_connect(&format!("{}?ssl-mode=REQUIRED", base("root", "127.0.0.1"))).await;
-    must_connect(&wrong.replace("VERIFY_IDENTITY", "REQUIRED").replace(":s3cret-pw", "")).await;
+    must_connect(
+        &wrong
+            .replace("VERIFY_IDENTITY", "REQUIRED")
+            .replace(":s3cret-pw", ""),
+    )
+    .await;
 
     assert_tls_error(
         &must_fail(&format!(
@@ -297,9 +310,14 @@ fn redis_tls_launcher() {
         eprintln!("SKIPPED: Redis TLS launcher: {why}");
         return;
     }
-    let server = Server::start_with(Kind::Redis, ServerOptions::tls()).expect("redis-server with TLS");
+    let server =
+        Server::start_with(Kind::Redis, ServerOptions::tls()).expect("redis-server with TLS");
     let ca = server.tls().expect("tls");
-    assert!(server.url().starts_with("rediss://127.0.0.1:"), "{}", server.url());
+    assert!(
+        server.url().starts_with("rediss://127.0.0.1:"),
+        "{}",
+        server.url()
+    );
     let cli = |extra: &[&str]| {
         std::process::Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
@@ -308,9 +326,17 @@ fn redis_tls_launcher() {
             .output()
     };
     let Ok(out) = cli(&["--tls", "--cacert", &path(&ca.ca_cert)]) else {
-        eprintln!("SKIPPED: redis-cli not installed; the server started on {}", server.url());
+        eprintln!(
+            "SKIPPED: redis-cli not installed; the server started on {}",
+            server.url()
+        );
         return;
     };
     let answer = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(answer.trim(), "PONG", "redis-cli over TLS: {answer} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        answer.trim(),
+        "PONG",
+        "redis-cli over TLS: {answer} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

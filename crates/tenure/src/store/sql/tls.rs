@@ -143,7 +143,10 @@ impl TlsParams {
             )));
         }
         for (what, param) in [
-            ("the CA certificate(s) that signed the server's certificate", &self.ca),
+            (
+                "the CA certificate(s) that signed the server's certificate",
+                &self.ca,
+            ),
             ("the client certificate", &self.cert),
             ("the client's private key", &self.key),
         ] {
@@ -152,7 +155,9 @@ impl TlsParams {
                 continue;
             }
             if v.is_empty() {
-                return Err(fail(format!("{k}= is empty; give the path of a PEM file with {what}")));
+                return Err(fail(format!(
+                    "{k}= is empty; give the path of a PEM file with {what}"
+                )));
             }
             if let Err(e) = std::fs::File::open(v) {
                 return Err(fail(format!(
@@ -286,9 +291,7 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
 }
 
 /// Finds a rustls error in an error or its sources.
-fn find_rustls<'a>(
-    mut e: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a rustls::Error> {
+fn find_rustls<'a>(mut e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     loop {
         if let Some(r) = e.downcast_ref::<rustls::Error>() {
             return Some(r);
@@ -404,7 +407,9 @@ mod tests {
     #[test]
     fn sslpassword_is_refused_without_echoing_it() {
         let url = "postgres://u@h/db?sslpassword=hunter2";
-        let e = TlsParams::parse(url).unwrap().check("postgres://u@h/db?sslpassword=***");
+        let e = TlsParams::parse(url)
+            .unwrap()
+            .check("postgres://u@h/db?sslpassword=***");
         let s = e.unwrap_err().to_string();
         assert!(s.contains("sslpassword is not supported"), "{s}");
         assert!(!s.contains("hunter2"), "{s}");
@@ -412,7 +417,10 @@ mod tests {
 
     #[test]
     fn unknown_issuer_names_the_ca_and_the_fix() {
-        let p = TlsParams::parse("postgres://u@127.0.0.1/db?sslmode=verify-full&sslrootcert=/etc/ca.pem").unwrap();
+        let p = TlsParams::parse(
+            "postgres://u@127.0.0.1/db?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+        )
+        .unwrap();
         let r = explain_rustls(
             &p,
             &rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
@@ -426,7 +434,10 @@ mod tests {
             &p,
             &rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName),
         );
-        assert!(r.contains("db.example") && r.contains("ssl-mode=VERIFY_CA"), "{r}");
+        assert!(
+            r.contains("db.example") && r.contains("ssl-mode=VERIFY_CA"),
+            "{r}"
+        );
     }
 
     #[test]
@@ -438,6 +449,9 @@ mod tests {
         .unwrap();
         assert!(e.is_usage());
         let s = e.to_string();
-        assert!(s.contains("does not accept TLS") && s.contains("ssl-mode=REQUIRED"), "{s}");
+        assert!(
+            s.contains("does not accept TLS") && s.contains("ssl-mode=REQUIRED"),
+            "{s}"
+        );
     }
 }
