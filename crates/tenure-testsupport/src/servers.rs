@@ -8,6 +8,12 @@
 //! let pg = Server::start_with(Kind::Postgres, ServerOptions::tls()).unwrap();
 //! let ca = pg.tls().unwrap();
 //! let url = format!("{}?sslmode=verify-full&sslrootcert={}", pg.url(), ca.ca_cert.display());
+//!
+//! // Redis speaking only TLS (`--port 0 --tls-port <port>`, client certificates
+//! // optional): connect to `rediss://127.0.0.1:<port>` trusting `ca.ca_cert`;
+//! // `ca.client_cert`/`ca.client_key` are accepted if presented.
+//! let redis = Server::start_with(Kind::Redis, ServerOptions::tls()).unwrap();
+//! let (port, ca_file) = (redis.port, &redis.tls().unwrap().ca_cert);
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -136,7 +142,13 @@ impl Kind {
     pub fn available(self) -> Result<(), String> {
         let (bins, package): (Vec<PathBuf>, &str) = match self {
             Kind::Postgres => (
-                vec![pg_bin("initdb"), pg_bin("postgres"), pg_bin("pg_ctl")],
+                vec![
+                    pg_bin("initdb"),
+                    pg_bin("postgres"),
+                    pg_bin("pg_ctl"),
+                    pg_bin("pg_isready"),
+                    pg_bin("psql"),
+                ],
                 "postgresql",
             ),
             Kind::MariaDb => (
@@ -403,6 +415,31 @@ impl Server {
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+        if self.kind == Kind::Postgres {
+            // The port opens before recovery ends ("the database system is
+            // starting up"): wait until it accepts logins.
+            loop {
+                let ready = Command::new(pg_bin("pg_isready"))
+                    .arg("-h")
+                    .arg(self.dir.path())
+                    .args(["-p", &port, "-U", "postgres", "-d", "postgres"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()?;
+                if ready.success() {
+                    break;
+                }
+                if start.elapsed() > Duration::from_secs(60) {
+                    return Err(std::io::Error::other(format!(
+                        "PostgreSQL did not get ready; log {}:\n{}",
+                        self.dir.path().join("server.log").display(),
+                        self.log_tail()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         Ok(())
     }
