@@ -165,6 +165,50 @@ fn unreachable_store_says_so_and_suggests_wait_without_leaking_the_password() {
 }
 
 #[test]
+fn tls_setup_errors_exit_2_and_name_the_parameter() {
+    // Checked before connecting: no server needed, and `--wait` does not retry.
+    assert_fails(
+        &[
+            "run",
+            "--wait",
+            "--election",
+            "e",
+            "--store",
+            "postgres://u:hunter2secret@127.0.0.1:1/x?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            "--",
+            "true",
+        ],
+        2,
+        &["TLS to store", "cannot read sslrootcert=/nonexistent/ca.pem"],
+    );
+    assert_fails(
+        &[
+            "status",
+            "--store",
+            "mariadb://u@127.0.0.1:1/x?ssl-mode=VERIFY_IDENTITY&ssl-ca=/nonexistent/ca.pem",
+        ],
+        2,
+        &["cannot read ssl-ca=/nonexistent/ca.pem"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = tenure(
+        dir.path(),
+        &[
+            "status",
+            "--store",
+            "postgres://u:hunter2secret@127.0.0.1:1/x?sslpassword=keypass99&sslkey=/k",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("sslpassword is not supported"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("hunter2secret") && !text(&out).contains("keypass99"));
+}
+
+#[test]
 fn store_file_keeps_the_url_out_of_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("store.url");

@@ -50,6 +50,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A TLS connection to the store could not be set up: the server
+    /// certificate does not verify, a certificate or key file is missing or
+    /// unreadable, the server wants a client certificate, or the server does not
+    /// speak TLS. A configuration problem: retrying does not help.
+    #[error("TLS to store {store}: {reason}")]
+    Tls {
+        /// The store, described without secrets.
+        store: String,
+        /// What failed and the URL parameter that fixes it.
+        reason: String,
+    },
+
     /// The store's tables are missing or have a schema version this build does not know.
     #[error("store {store} schema problem: {reason}")]
     Schema {
@@ -109,8 +121,12 @@ impl Error {
 
     /// True for errors that come from the caller's input or setup: fixing the
     /// input, not retrying, is what helps. The CLI exits with code 2 for these.
+    /// TLS failures count: a certificate that does not verify is a setup problem.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::InvalidConfig { .. } | Error::InvalidUrl { .. })
+        matches!(
+            self,
+            Error::InvalidConfig { .. } | Error::InvalidUrl { .. } | Error::Tls { .. }
+        )
     }
 
     pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {

@@ -989,6 +989,9 @@ impl Conformance {
 }
 
 /// Where the test servers are, and whether their absence fails the run.
+///
+/// Tests that need a server of their own (TLS, crashes) start a private one
+/// with the workspace's dev-only crate `tenure-testsupport`.
 pub mod servers {
     use crate::store::{connect, DynStore, StoreOptions};
 

@@ -58,8 +58,19 @@ fn is_unknown_database(code: &str, number: Option<u16>) -> bool {
     code == "3D000" || number == Some(1049)
 }
 
+#[cfg(feature = "tls")]
+use super::tls::access_denied_hint;
+#[cfg(not(feature = "tls"))]
+fn access_denied_hint(_store: &str) -> String {
+    String::new()
+}
+
 /// Maps a sqlx error for the store described by `store` (already redacted).
 pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = super::tls::classify(store, &e) {
+        return tls;
+    }
     let store = store.to_string();
     if let Some((code, number, msg)) = db_code(&e) {
         if is_missing_table(&e) {
@@ -72,9 +83,12 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
             };
         }
         if is_permission(&code, number, &msg) {
+            let hint = access_denied_hint(&store);
             return Error::PermissionDenied {
                 store,
-                reason: format!("{msg}; check the user name and password in the URL and that the user may read and write the {prefix}* tables"),
+                reason: format!(
+                    "{msg}; check the user name and password in the URL and that the user may read and write the {prefix}* tables{hint}"
+                ),
             };
         }
         if is_unknown_database(&code, number) {

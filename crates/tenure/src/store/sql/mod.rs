@@ -20,6 +20,8 @@ mod fenced;
 #[cfg(feature = "postgres")]
 mod push;
 mod schema;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::str::FromStr;
 
@@ -257,6 +259,10 @@ impl SqlStore {
         let (dialect, driver_url) = Self::parse_url(url)?;
         install_drivers();
         let described = redact_url(url);
+        #[cfg(feature = "tls")]
+        if let Some(params) = tls::TlsParams::parse(url) {
+            params.check(&described)?;
+        }
         let mut pool = AnyPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .min_connections(0)

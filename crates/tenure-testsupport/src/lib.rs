@@ -1,0 +1,12 @@
+//! Test support shared by tenure's crates (not published): private database
+//! servers started from the installed binaries ([`servers`]) and a throwaway
+//! certificate authority for TLS tests ([`tls`]).
+//!
+//! Whether a missing server binary fails a test or skips it is the tests'
+//! decision: see `tenure::testing::servers::required()`.
+
+pub mod servers;
+pub mod tls;
+
+pub use servers::{Kind, Server, ServerOptions};
+pub use tls::TestCa;
