@@ -44,6 +44,9 @@ pub struct ServerOptions {
     /// PostgreSQL `hostssl ... cert`, MariaDB `REQUIRE X509`. Ignored for Redis,
     /// which always runs with `--tls-auth-clients optional`.
     pub cert_user: Option<String>,
+    /// More command-line arguments for the server, after tenure's own (so for
+    /// Redis they override them: `--appendonly yes`, `--requirepass x`).
+    pub extra_args: Vec<String>,
 }
 
 impl ServerOptions {
@@ -51,8 +54,14 @@ impl ServerOptions {
     pub fn tls() -> Self {
         Self {
             tls: true,
-            cert_user: None,
+            ..Self::default()
         }
+    }
+
+    /// Adds command-line arguments (see [`Self::extra_args`]).
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.extra_args.extend(args.iter().map(|a| a.to_string()));
+        self
     }
 
     /// Adds a user that must log in with the client certificate.
@@ -70,6 +79,7 @@ pub struct Server {
     pub port: u16,
     child: Option<Child>,
     tls: Option<TestCa>,
+    extra_args: Vec<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -247,6 +257,7 @@ impl Server {
             port: free_port()?,
             child: None,
             tls,
+            extra_args: options.extra_args.clone(),
         };
         s.start()?;
         match kind {
@@ -393,6 +404,7 @@ impl Server {
                 c
             }
         };
+        cmd.args(&self.extra_args);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -3,88 +3,30 @@
 //! restart or reconfigure a server start a private `redis-server` (temp dir,
 //! free port); the machine's shared Redis is only read from or written to.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, Acquire, Claim, DynStore, ElectionKey, StoreOptions, Tenure};
 use tenure::testing::servers;
 use tenure::Error;
+use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 
-/// A private `redis-server` with append-only persistence, killed on drop.
-struct PrivateRedis {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-    extra: Vec<String>,
+/// A private `redis-server` (see `tenure-testsupport`), or `None` after
+/// printing why when `redis-server` is missing and servers are not required.
+fn private_redis(options: ServerOptions) -> Option<Server> {
+    if let Err(why) = Kind::Redis.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(Server::start_with(Kind::Redis, options).expect("start a private redis-server"))
+}
+
+fn persistent() -> ServerOptions {
+    ServerOptions::default().with_args(&["--appendonly", "yes", "--appendfsync", "always"])
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-impl PrivateRedis {
-    /// Starts one, or returns `None` (after printing why) when `redis-server`
-    /// is not installed and servers are not required.
-    fn start(extra: &[&str]) -> Option<Self> {
-        if Command::new("redis-server").arg("--version").output().is_err() {
-            assert!(
-                !servers::required(),
-                "redis-server is required (CI) but not installed"
-            );
-            eprintln!("SKIPPED: redis-server not installed");
-            return None;
-        }
-        let mut r = Self {
-            child: None,
-            port: free_port(),
-            dir: tempfile::tempdir().expect("tempdir"),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        r.launch();
-        Some(r)
-    }
-
-    fn launch(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "private redis-server listens"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
+    tenure_testsupport::servers::free_port().expect("a free port")
 }
 
 fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
@@ -105,24 +47,22 @@ async fn acquired(store: &DynStore, c: &Claim) -> u64 {
 
 #[tokio::test]
 async fn term_survives_lease_expiry_and_a_server_restart() {
-    let Some(mut redis) = PrivateRedis::start(&[]) else {
+    let Some(mut redis) = private_redis(persistent()) else {
         return;
     };
-    let store = connect(&redis.url(), &StoreOptions::default())
+    let store = connect(&format!("{}/0", redis.url()), &StoreOptions::default())
         .await
         .expect("connect");
     let key = ElectionKey::new("default", "restart");
     let t1 = acquired(&store, &claim(&key, "a#1", Duration::from_secs(10))).await;
-    assert!(
-        store
-            .release(&Tenure {
-                key: key.clone(),
-                holder: "a#1".into(),
-                term: t1
-            })
-            .await
-            .unwrap()
-    );
+    assert!(store
+        .release(&Tenure {
+            key: key.clone(),
+            holder: "a#1".into(),
+            term: t1
+        })
+        .await
+        .unwrap());
     let t2 = acquired(&store, &claim(&key, "b#1", Duration::from_millis(200))).await;
     assert!(t2 > t1);
     // Let the lease expire by the server's clock.
@@ -132,8 +72,8 @@ async fn term_survives_lease_expiry_and_a_server_restart() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // kill -9 and restart from the append-only file.
-    redis.kill();
-    redis.launch();
+    redis.crash();
+    redis.start().expect("restart redis-server");
     // The same store object reconnects by itself.
     let start = Instant::now();
     let rec = loop {
@@ -148,7 +88,11 @@ async fn term_survives_lease_expiry_and_a_server_restart() {
     };
     assert_eq!(rec.term, t2, "the term survived the restart");
     let t3 = acquired(&store, &claim(&key, "c#1", Duration::from_secs(10))).await;
-    assert_eq!(t3, t2 + 1, "the next term follows the last, never reuses it");
+    assert_eq!(
+        t3,
+        t2 + 1,
+        "the next term follows the last, never reuses it"
+    );
     let history = store.history(&key, 10).await.unwrap();
     let reasons: Vec<(u64, &str, &str)> = history
         .iter()
@@ -174,7 +118,9 @@ async fn error_of(url: &str, options: &StoreOptions) -> Error {
 
 #[tokio::test]
 async fn bad_input_gives_clear_errors() {
-    let Some(redis) = PrivateRedis::start(&["--requirepass", "s3cret-pw"]) else {
+    let Some(redis) =
+        private_redis(ServerOptions::default().with_args(&["--requirepass", "s3cret-pw"]))
+    else {
         return;
     };
     let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
@@ -186,7 +132,10 @@ async fn bad_input_gives_clear_errors() {
     assert!(s.contains("password") && !s.contains("wrong-pw"), "{s}");
 
     let e = error_of(&format!("redis://{base}/0"), &options).await;
-    assert!(matches!(e, Error::PermissionDenied { .. }), "no password: {e}");
+    assert!(
+        matches!(e, Error::PermissionDenied { .. }),
+        "no password: {e}"
+    );
 
     let good = connect(&format!("redis://:s3cret-pw@{base}/0"), &options)
         .await
@@ -245,11 +194,7 @@ async fn a_server_that_is_not_redis_is_named_as_such() {
         {
             let u = url::Url::parse(&url).unwrap();
             targets.push((
-                format!(
-                    "redis://{}:{}/0",
-                    u.host_str().unwrap(),
-                    u.port().unwrap()
-                ),
+                format!("redis://{}:{}/0", u.host_str().unwrap(), u.port().unwrap()),
                 name,
             ));
         }
@@ -269,4 +214,84 @@ async fn a_server_that_is_not_redis_is_named_as_such() {
         );
     }
     drop(silent);
+}
+
+async fn tls_error_of(url: &str) -> String {
+    let e = error_of(
+        url,
+        &StoreOptions::default().with_connect_timeout(Duration::from_secs(3)),
+    )
+    .await;
+    assert!(matches!(e, Error::Tls { .. }), "a TLS error for {url}: {e}");
+    assert!(e.is_usage(), "fix the setup, not retry: {e}");
+    e.to_string()
+}
+
+/// `rediss://` with the right CA works end to end (the whole conformance
+/// suite); a wrong CA, a missing CA and plain `redis://` to a TLS port are
+/// refused with errors that name the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tls_verifies_the_server_certificate() {
+    let Some(redis) = private_redis(ServerOptions::tls()) else {
+        return;
+    };
+    let ca = redis.tls().expect("test CA");
+    let url = format!(
+        "rediss://127.0.0.1:{}/0?cacert={}",
+        redis.port,
+        ca.ca_cert.display()
+    );
+    let by_name = format!(
+        "rediss://localhost:{}/0?cacert={}",
+        redis.port,
+        ca.ca_cert.display()
+    );
+    connect(&by_name, &StoreOptions::default())
+        .await
+        .expect("the certificate names localhost too");
+    let with_client_cert = format!(
+        "{url}&cert={}&key={}",
+        ca.client_cert.display(),
+        ca.client_key.display()
+    );
+    connect(&with_client_cert, &StoreOptions::default())
+        .await
+        .expect("a client certificate is accepted");
+
+    let other = tempfile::tempdir().unwrap();
+    let wrong = tenure_testsupport::tls::TestCa::generate(other.path(), "x").unwrap();
+    let s = tls_error_of(&format!(
+        "rediss://127.0.0.1:{}/0?cacert={}",
+        redis.port,
+        wrong.ca_cert.display()
+    ))
+    .await;
+    assert!(s.contains("not signed by the CA in cacert="), "{s}");
+    let s = tls_error_of(&format!("rediss://127.0.0.1:{}/0", redis.port)).await;
+    assert!(s.contains("pass cacert="), "{s}");
+    let insecure = format!("rediss://127.0.0.1:{}/0#insecure", redis.port);
+    connect(&insecure, &StoreOptions::default())
+        .await
+        .expect("#insecure skips verification");
+    let e = error_of(
+        &format!("redis://127.0.0.1:{}/0", redis.port),
+        &StoreOptions::default().with_connect_timeout(Duration::from_secs(2)),
+    )
+    .await;
+    assert!(
+        e.to_string().contains("rediss://"),
+        "plain to a TLS port: {e}"
+    );
+
+    tenure::testing::Conformance::new("redis over TLS", move || {
+        let url = url.clone();
+        async move {
+            connect(&url, &StoreOptions::default())
+                .await
+                .expect("TLS store")
+        }
+    })
+    .with_handovers(100)
+    .run_all()
+    .await;
 }

@@ -19,6 +19,8 @@ pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod registry;
+#[cfg(any(feature = "tls", feature = "redis"))]
+mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub mod sql;
 

@@ -138,7 +138,9 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
 
 #[cfg(feature = "redis")]
 async fn connect_redis(url: &str, options: &StoreOptions) -> Result<DynStore> {
-    Ok(Arc::new(super::redis::RedisStore::connect(url, options).await?))
+    Ok(Arc::new(
+        super::redis::RedisStore::connect(url, options).await?,
+    ))
 }
 
 #[cfg(not(feature = "redis"))]

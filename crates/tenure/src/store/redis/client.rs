@@ -73,7 +73,10 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
             ))
         })
     };
-    let root_cert = cacert.as_deref().map(|p| read("CA (cacert=)", p)).transpose()?;
+    let root_cert = cacert
+        .as_deref()
+        .map(|p| read("CA (cacert=)", p))
+        .transpose()?;
     let client_tls = match (cert.as_deref(), key.as_deref()) {
         (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
             client_cert: read("client certificate (cert=)", c)?,

@@ -8,7 +8,10 @@ use crate::error::Error;
 
 /// The redis crate may quote the URL it was given; never let a password through.
 pub(super) fn without_secrets(text: &str, url: &str) -> String {
-    match url::Url::parse(url).ok().and_then(|u| u.password().map(str::to_owned)) {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.password().map(str::to_owned))
+    {
         Some(pw) if !pw.is_empty() => text.replace(&pw, "***"),
         _ => text.to_string(),
     }
@@ -17,33 +20,95 @@ pub(super) fn without_secrets(text: &str, url: &str) -> String {
 pub(super) fn timed_out(store: &str, after: Duration) -> Error {
     Error::Unavailable {
         store: store.to_string(),
-        reason: format!(
-            "no answer within {after:?}; is the server up and is this its Redis port?"
-        ),
+        reason: format!("no answer within {after:?}; is the server up and is this its Redis port?"),
     }
 }
 
 fn not_redis(store: String, what: &str) -> Error {
     Error::Protocol {
         store,
-        reason: format!(
-            "{what}; is this a Redis server? (a TLS-only Redis needs rediss://)"
-        ),
+        reason: format!("{what}; is this a Redis server? (a TLS-only Redis needs rediss://)"),
     }
 }
 
 /// Like [`classify`], for the first connection: a server that accepts the TCP
 /// connection and then drops it at the first command is not speaking Redis.
 pub(super) fn classify_first(store: &str, e: RedisError) -> Error {
-    let dropped = e.is_connection_dropped()
-        || (e.is_io_error() && !e.is_connection_refusal() && !e.is_timeout());
-    if dropped && e.code().is_none() {
+    let tls = crate::store::rustls_cause::find(&e).is_some()
+        || explain_tls_text(store, &e.to_string()).is_some();
+    if !tls && e.code().is_none() && dropped(&e) {
         return not_redis(
             store.to_string(),
             "the server closed the connection at the first command",
         );
     }
     classify(store, e)
+}
+
+/// True if the connection was cut after it was made (not refused, not timed out).
+fn dropped(e: &RedisError) -> bool {
+    use std::io::ErrorKind as K;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                K::BrokenPipe | K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof
+            );
+        }
+        cause = c.source();
+    }
+    // The redis crate often keeps only the text of an I/O error.
+    e.is_connection_dropped() && !e.to_string().contains("refused")
+}
+
+/// The redis crate reports some handshake failures only as text (rustls's
+/// Display of the error); recognise those.
+fn explain_tls_text(store: &str, text: &str) -> Option<String> {
+    use rustls::CertificateError as C;
+    let cert = text.split("invalid peer certificate: ").nth(1)?;
+    let error = match cert.split_whitespace().next().unwrap_or_default() {
+        c if c.starts_with("UnknownIssuer") => C::UnknownIssuer,
+        c if c.starts_with("BadSignature") => C::BadSignature,
+        c if c.starts_with("NotValidForName") => C::NotValidForName,
+        c if c.starts_with("Expired") => C::Expired,
+        _ => C::Other(rustls::OtherError(std::sync::Arc::new(
+            std::io::Error::other(cert.to_string()),
+        ))),
+    };
+    Some(explain_tls(
+        store,
+        &rustls::Error::InvalidCertificate(error),
+    ))
+}
+
+fn explain_tls(store: &str, e: &rustls::Error) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C};
+    let ca = url::Url::parse(store).ok().and_then(|u| {
+        u.query_pairs()
+            .find(|(k, _)| k == "cacert")
+            .map(|(_, v)| v.into_owned())
+    });
+    match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => match ca {
+            Some(ca) => format!(
+                "the server's certificate is not signed by the CA in cacert={ca}; check cacert= (or add #insecure to the URL to skip verification)"
+            ),
+            None => "the server's certificate is not signed by a CA this machine trusts; pass cacert=/path/to/ca.pem (or add #insecure to the URL to skip verification)".into(),
+        },
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate is not valid for the host name in the URL; connect by a name or address the certificate lists".into()
+        }
+        rustls::Error::InvalidCertificate(c) => {
+            format!("the server's certificate was rejected ({c:?}); check it and cacert=")
+        }
+        rustls::Error::AlertReceived(
+            a @ (A::CertificateRequired | A::BadCertificate | A::UnknownCA | A::CertificateUnknown),
+        ) => format!(
+            "the server rejected or requires a client certificate (TLS alert {a:?}); pass cert=client.pem&key=client.key signed by a CA the server trusts (tls-ca-cert-file)"
+        ),
+        other => format!("TLS handshake failed: {other}"),
+    }
 }
 
 pub(super) fn classify(store: &str, e: RedisError) -> Error {
@@ -78,13 +143,11 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
             ),
         };
     }
-    if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") {
-        return Error::Unavailable {
-            store,
-            reason: format!(
-                "TLS: {text}; check that cacert= names the CA that signed the server's certificate and that the host name matches it"
-            ),
-        };
+    if let Some(reason) = crate::store::rustls_cause::find(&e)
+        .map(|tls| explain_tls(&store, tls))
+        .or_else(|| explain_tls_text(&store, &text))
+    {
+        return Error::Tls { reason, store };
     }
     if e.kind() == ErrorKind::Parse || matches!(e.kind(), ErrorKind::UnexpectedReturnType) {
         return not_redis(store, "its reply is not in the Redis protocol (RESP)");

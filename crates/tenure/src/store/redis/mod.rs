@@ -350,7 +350,8 @@ impl LeaseStore for RedisStore {
             let [member, fields] = pair else {
                 return Err(self.protocol("an odd-length election list".into()));
             };
-            let member: String = redis::from_redis_value_ref(member).map_err(|e| self.protocol(e.to_string()))?;
+            let member: String =
+                redis::from_redis_value_ref(member).map_err(|e| self.protocol(e.to_string()))?;
             let Some(key) = Self::parse_member(&member) else {
                 return Err(self.protocol(format!("an index member {member:?}")));
             };

@@ -211,7 +211,7 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
     let params = TlsParams::parse(store)?;
     let reason = match e {
         sqlx::Error::Tls(inner) => {
-            if let Some(r) = find_rustls(inner.as_ref()) {
+            if let Some(r) = crate::store::rustls_cause::find(inner.as_ref()) {
                 explain_rustls(&params, r)
             } else {
                 let msg = inner.to_string();
@@ -236,7 +236,9 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
             }
         }
         sqlx::Error::Io(io) => {
-            let r = io.get_ref().and_then(|inner| find_rustls(inner))?;
+            let r = io
+                .get_ref()
+                .and_then(|inner| crate::store::rustls_cause::find(inner))?;
             explain_rustls(&params, r)
         }
         sqlx::Error::Configuration(c) => {
@@ -288,23 +290,6 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
         store: store.to_string(),
         reason,
     })
-}
-
-/// Finds a rustls error in an error or its sources.
-fn find_rustls<'a>(mut e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    loop {
-        if let Some(r) = e.downcast_ref::<rustls::Error>() {
-            return Some(r);
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(inner) = io.get_ref() {
-                if let Some(r) = inner.downcast_ref::<rustls::Error>() {
-                    return Some(r);
-                }
-            }
-        }
-        e = e.source()?;
-    }
 }
 
 fn explain_rustls(p: &TlsParams, e: &rustls::Error) -> String {
