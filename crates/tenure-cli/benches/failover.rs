@@ -203,6 +203,11 @@ async fn run_store(url: &str, o: &Opts) {
         let _ = b.procs[idx].wait();
         let Some(next) = next else { break };
         after_sigterm.push((next.acquired_at_us - sent_us) as f64 / 1000.0);
+        // A fast successor can take over between two of our reads; the new
+        // record then still carries the release time (store clock).
+        let released = released.or((next.start_reason == "release"
+            && next.previous_expires_at_us > 0)
+            .then_some(next.previous_expires_at_us));
         if let Some(rel) = released {
             after_release.push((next.acquired_at_us - rel) as f64 / 1000.0);
         }
