@@ -718,6 +718,7 @@ impl LeaseStore for SqlStore {
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
+            ..Capabilities::default()
         }
     }
 
