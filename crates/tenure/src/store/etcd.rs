@@ -72,6 +72,7 @@ pub struct EtcdStore {
     leases: Mutex<HashMap<Slot, Arc<ProcessLease>>>,
     changes: broadcast::Sender<Option<ElectionKey>>,
     watcher: tokio::task::JoinHandle<()>,
+    endpoints: Option<tokio::task::JoinHandle<()>>,
     /// When this process first saw an expired lease (lease key gone, state
     /// still naming the holder), per election and term: followers measure the
     /// succession grace from there, since etcd does not say when a lease expired.
@@ -90,6 +91,9 @@ impl std::fmt::Debug for EtcdStore {
 impl Drop for EtcdStore {
     fn drop(&mut self) {
         self.watcher.abort();
+        if let Some(t) = &self.endpoints {
+            t.abort();
+        }
     }
 }
 
@@ -293,15 +297,27 @@ impl ProcessLease {
                 return result.clone();
             }
         }
-        let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
-        let result = Self::round(&mut conn, client).await;
-        if result.is_err() {
-            // A late answer on this stream would belong to this round: never
-            // read it as a later round's.
-            conn.stream = None;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            let result = Self::round(&mut conn, client).await;
+            if result.is_err() {
+                // A late answer on this stream would belong to this round:
+                // never read it as a later round's.
+                conn.stream = None;
+            }
+            conn.last = Some((round, result.clone()));
+            match result {
+                // A broken connection to one member: a new stream (and a new
+                // send, still after the caller started) may reach another.
+                Err(e) if wait <= Duration::from_millis(400) => {
+                    tracing::debug!("retrying a lease keep-alive: {e}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                other => return other,
+            }
         }
-        conn.last = Some((round, result.clone()));
-        result
     }
 
     async fn round(conn: &mut LeaseConn, client: &Client) -> std::result::Result<Kept, String> {
@@ -350,11 +366,12 @@ impl ProcessLease {
                 return Ok(*id);
             }
         }
-        let mut c = store.client.clone();
-        let granted = c
-            .lease_grant(self.secs, None)
-            .await
-            .map_err(|e| store.map_err(e))?;
+        let secs = self.secs;
+        let granted = retry(&store.client, |mut c| async move {
+            c.lease_grant(secs, None).await
+        })
+        .await
+        .map_err(|e| store.map_err(e))?;
         conn.id = Some(granted.id());
         conn.stream = None;
         // A grant is as fresh as a keep-alive: record it as a round.
@@ -366,6 +383,46 @@ impl ProcessLease {
 
     async fn current(&self) -> Option<i64> {
         self.conn.lock().await.id
+    }
+}
+
+/// Errors worth retrying at once: a connection to one member broke, or the
+/// cluster is between leaders.
+fn is_transient(e: &etcd_client::Error) -> bool {
+    use etcd_client::Error as E;
+    match e {
+        E::TransportError(_) | E::IoError(_) => true,
+        E::GRpcStatus(s) => {
+            let code = s.code() as i32;
+            let msg = s.message();
+            code == tonic_code::UNAVAILABLE
+                || (code == tonic_code::UNKNOWN && msg.contains("transport"))
+                || msg.contains("no leader")
+                || msg.contains("leader changed")
+                || msg.contains("timed out")
+        }
+        _ => false,
+    }
+}
+
+/// Runs an etcd call, retrying transient failures for about 1.5 s.
+async fn retry<T, F, Fut>(
+    client: &Client,
+    mut call: F,
+) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut(Client) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut wait = Duration::from_millis(50);
+    loop {
+        match call(client.clone()).await {
+            Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -496,16 +553,17 @@ impl EtcdStore {
         }
         // A read checks the credentials' permissions on our prefix.
         let prefix = format!("{}/", options.table_prefix);
-        let mut c = client.clone();
-        match tokio::time::timeout(
-            timeout,
-            c.get(
-                prefix.clone(),
-                Some(GetOptions::new().with_prefix().with_count_only()),
-            ),
-        )
-        .await
-        {
+        let read = retry(&client, |mut c| {
+            let prefix = prefix.clone();
+            async move {
+                c.get(
+                    prefix,
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+            }
+        });
+        match tokio::time::timeout(timeout, read).await {
             Err(_) => return Err(unavailable(format!("no answer within {timeout:?}"))),
             Ok(Err(e)) => return Err(map_client_error(&described, e)),
             Ok(Ok(_)) => {}
@@ -517,7 +575,10 @@ impl EtcdStore {
             tx.clone(),
             described.clone(),
         ));
+        let endpoints = (parsed.endpoints.len() > 1)
+            .then(|| tokio::spawn(endpoint_health(client.clone(), parsed.endpoints.clone())));
         Ok(Self {
+            endpoints,
             client,
             prefix: options.table_prefix.clone(),
             described,
@@ -608,8 +669,54 @@ impl EtcdStore {
         &self,
         txn: Txn,
     ) -> std::result::Result<etcd_client::TxnResponse, etcd_client::Error> {
-        let mut c = self.client.clone();
-        c.txn(txn).await
+        Ok(self.txn_retried(txn).await?.0)
+    }
+
+    /// Runs a transaction, retrying (for about 1.5 s) when the connection to
+    /// one member fails or the cluster is electing a leader. Also says whether
+    /// it retried: an earlier attempt may then have been applied, and the
+    /// caller must recognise its own write instead of reading it as a loss.
+    /// Every transaction here is a compare-and-set, so a repeat never applies twice.
+    async fn txn_retried(
+        &self,
+        txn: Txn,
+    ) -> std::result::Result<(etcd_client::TxnResponse, bool), etcd_client::Error> {
+        let mut retried = false;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let mut c = self.client.clone();
+            match c.txn(txn.clone()).await {
+                Ok(r) => return Ok((r, retried)),
+                Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
+                    tracing::debug!(store = %self.described, "retrying a transaction: {e}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    retried = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A plain read, retried like [`Self::txn_retried`].
+    async fn get(
+        &self,
+        key: impl Into<Vec<u8>>,
+        options: Option<GetOptions>,
+    ) -> std::result::Result<etcd_client::GetResponse, etcd_client::Error> {
+        let key = key.into();
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let mut c = self.client.clone();
+            match c.get(key.clone(), options.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn snapshot(&self, key: &ElectionKey) -> Result<(Snapshot, i64)> {
@@ -639,8 +746,13 @@ impl EtcdStore {
         if id == 0 {
             return Ok(None);
         }
-        let mut c = self.client.clone();
-        match c.lease_time_to_live(id, None).await {
+        let c = self.client.clone();
+        match retry(
+            &c,
+            |mut c| async move { c.lease_time_to_live(id, None).await },
+        )
+        .await
+        {
             Ok(r) if r.ttl() >= 0 => Ok(Some(Duration::from_secs(r.ttl() as u64))),
             Ok(_) => Ok(None),
             Err(e) if is_lease_not_found(&e) => Ok(None),
@@ -753,8 +865,8 @@ impl EtcdStore {
     /// Records a term's end in its history entry (best effort).
     async fn close_history(&self, key: &ElectionKey, term: u64, reason: &str, at_us: i64) {
         let hk = self.history_key(key, term);
-        let mut c = self.client.clone();
-        let Ok(resp) = c.get(hk.clone(), None).await else {
+
+        let Ok(resp) = self.get(hk.clone(), None).await else {
             return;
         };
         let Some(kv) = resp.kvs().first() else { return };
@@ -791,8 +903,12 @@ impl EtcdStore {
         prev: Option<(u64, i64)>,
     ) {
         if let Ok(v) = serde_json::to_vec(&h) {
-            let mut c = self.client.clone();
-            if let Err(e) = c.put(self.history_key(key, term), v, None).await {
+            let hk = self.history_key(key, term);
+            let put = retry(&self.client, |mut c| {
+                let (hk, v) = (hk.clone(), v.clone());
+                async move { c.put(hk, v, None).await }
+            });
+            if let Err(e) = put.await {
                 tracing::debug!(election = %key, term, "history not written: {e}");
                 return;
             }
@@ -803,7 +919,7 @@ impl EtcdStore {
         }
         let prefix = self.history_prefix(key);
         let mut c = self.client.clone();
-        let Ok(count) = c
+        let Ok(count) = self
             .get(
                 prefix.clone(),
                 Some(GetOptions::new().with_prefix().with_count_only()),
@@ -816,7 +932,7 @@ impl EtcdStore {
         if excess == 0 {
             return;
         }
-        let Ok(old) = c
+        let Ok(old) = self
             .get(
                 prefix.clone(),
                 Some(
@@ -906,7 +1022,7 @@ impl EtcdStore {
                 TxnOp::put(sk, state_bytes, None),
                 TxnOp::delete(hk, None),
             ]);
-        let resp = match self.txn(txn).await {
+        let (resp, retried) = match self.txn_retried(txn).await {
             Ok(r) => r,
             Err(e) if is_lease_not_found(&e) => return Ok(None),
             Err(e) => {
@@ -914,16 +1030,29 @@ impl EtcdStore {
                 return Err(self.map_err(e));
             }
         };
-        if !resp.succeeded() {
-            self.revoke_later(lease_id);
-            // Someone else changed the election since our read: re-read.
+        let term = if resp.succeeded() {
+            resp.header()
+                .map(|h| h.revision() as u64)
+                .ok_or_else(|| self.protocol("transaction answer without a header"))?
+        } else {
+            // Someone else changed the election since our read: re-read. After
+            // a retry, the change may be our own first attempt: the lease key
+            // then names us on the lease granted for this very call.
             let (snap, _) = self.snapshot(key).await?;
-            return Ok(Some(Acquire::Held(self.record(key, &snap).await?)));
-        }
-        let term = resp
-            .header()
-            .map(|h| h.revision() as u64)
-            .ok_or_else(|| self.protocol("transaction answer without a header"))?;
+            match &snap.lease {
+                Some(kv)
+                    if retried
+                        && kv.lease() == lease_id
+                        && kv.value() == claim.holder.as_bytes() =>
+                {
+                    kv.create_revision() as u64
+                }
+                _ => {
+                    self.revoke_later(lease_id);
+                    return Ok(Some(Acquire::Held(self.record(key, &snap).await?)));
+                }
+            }
+        };
         let history = HistoryValue {
             holder: claim.holder.clone(),
             start_reason: start_reason.clone(),
@@ -973,8 +1102,7 @@ impl EtcdStore {
         let now = now_us();
         // Carry over what the state says about the term (informational only;
         // the transaction below decides on the lease key alone).
-        let mut c = self.client.clone();
-        let old: Option<State> = c
+        let old: Option<State> = self
             .get(sk.clone(), None)
             .await
             .map_err(|e| self.map_err(e))?
@@ -1007,11 +1135,12 @@ impl EtcdStore {
         match handover {
             None => ops.push(TxnOp::delete(hk, None)),
             Some((to, window, reason)) => {
-                let mut c = self.client.clone();
-                let grant = c
-                    .lease_grant(lease_secs(window), None)
-                    .await
-                    .map_err(|e| self.map_err(e))?;
+                let secs = lease_secs(window);
+                let grant = retry(&self.client, |mut c| async move {
+                    c.lease_grant(secs, None).await
+                })
+                .await
+                .map_err(|e| self.map_err(e))?;
                 let v = HandoverValue {
                     to: to.column().to_string(),
                     reason: reason.to_string(),
@@ -1032,8 +1161,27 @@ impl EtcdStore {
                 Compare::value(lk, CompareOp::Equal, tenure.holder.clone()),
             ])
             .and_then(ops);
-        let resp = self.txn(txn).await.map_err(|e| self.map_err(e))?;
-        if resp.succeeded() {
+        let (resp, retried) = self.txn_retried(txn).await.map_err(|e| self.map_err(e))?;
+        let mut done = resp.succeeded();
+        if !done && retried {
+            // Our first attempt may have been applied: the state then records
+            // exactly this tenure's end.
+            let st: Option<State> = self
+                .get(self.k("state", key), None)
+                .await
+                .map_err(|e| self.map_err(e))?
+                .kvs()
+                .first()
+                .and_then(|kv| serde_json::from_slice(kv.value()).ok());
+            done = st.is_some_and(|st| {
+                st.term == Some(tenure.term)
+                    && st.holder.is_none()
+                    && st.previous_holder.as_deref() == Some(tenure.holder.as_str())
+                    && st.end_reason == reason
+                    && st.ended_at_us == now
+            });
+        }
+        if done {
             let slot = Slot::Tenure(key.clone(), tenure.term);
             let lease = self.lease_of(&slot, Duration::ZERO);
             self.forget_slot(&slot);
@@ -1044,7 +1192,7 @@ impl EtcdStore {
             }
             self.close_history(key, tenure.term, &reason, now).await;
         }
-        Ok(resp.succeeded())
+        Ok(done)
     }
 }
 
@@ -1156,6 +1304,42 @@ async fn watch_loop(
         first = false;
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Keeps the client's balancer away from members that refuse connections (a
+/// killed member would otherwise fail about one call in N), and adds them
+/// back when they return. Probes every 500 ms; never removes the last one.
+async fn endpoint_health(client: Client, endpoints: Vec<String>) {
+    let mut active: Vec<bool> = vec![true; endpoints.len()];
+    loop {
+        let mut alive = Vec::with_capacity(endpoints.len());
+        for ep in &endpoints {
+            let addr = ep.trim_start_matches("http://");
+            let ok = matches!(
+                tokio::time::timeout(
+                    Duration::from_millis(300),
+                    tokio::net::TcpStream::connect(addr)
+                )
+                .await,
+                Ok(Ok(_))
+            );
+            alive.push(ok);
+        }
+        let none = !alive.iter().any(|a| *a);
+        for (i, ep) in endpoints.iter().enumerate() {
+            let want = alive[i] || none;
+            if want && !active[i] {
+                if client.add_endpoint(ep).await.is_ok() {
+                    tracing::info!(endpoint = %ep, "etcd member reachable again");
+                    active[i] = true;
+                }
+            } else if !want && active[i] && client.remove_endpoint(ep).await.is_ok() {
+                tracing::warn!(endpoint = %ep, "etcd member refuses connections; not using it");
+                active[i] = false;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -1279,8 +1463,8 @@ impl LeaseStore for EtcdStore {
             Some(ns) => format!("{}/state/{}/", self.prefix, seg(ns)),
             None => format!("{}/state/", self.prefix),
         };
-        let mut c = self.client.clone();
-        let resp = c
+
+        let resp = self
             .get(base, Some(GetOptions::new().with_prefix().with_keys_only()))
             .await
             .map_err(|e| self.map_err(e))?;
@@ -1303,8 +1487,11 @@ impl LeaseStore for EtcdStore {
         let lease = self.lease_for(Slot::Member(member.key.clone(), member.holder.clone()), ttl);
         let lease_id = lease.fresh(self).await?;
         let mk = format!("{}{}", self.member_prefix(&member.key), seg(&member.holder));
-        let mut c = self.client.clone();
-        let old = c.get(mk.clone(), None).await.map_err(|e| self.map_err(e))?;
+
+        let old = self
+            .get(mk.clone(), None)
+            .await
+            .map_err(|e| self.map_err(e))?;
         let now = now_us();
         let (joined, rev) = match old.kvs().first() {
             Some(kv) => (
@@ -1335,16 +1522,21 @@ impl LeaseStore for EtcdStore {
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         let mk = format!("{}{}", self.member_prefix(key), seg(holder));
-        let mut c = self.client.clone();
-        let r = c.delete(mk, None).await.map_err(|e| self.map_err(e))?;
+        let c = self.client.clone();
+        let r = retry(&c, |mut c| {
+            let mk = mk.clone();
+            async move { c.delete(mk, None).await }
+        })
+        .await
+        .map_err(|e| self.map_err(e))?;
         self.forget_slot(&Slot::Member(key.clone(), holder.to_string()));
         Ok(r.deleted() > 0)
     }
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let prefix = self.member_prefix(key);
-        let mut c = self.client.clone();
-        let resp = c
+
+        let resp = self
             .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
             .await
             .map_err(|e| self.map_err(e))?;
@@ -1395,8 +1587,8 @@ impl LeaseStore for EtcdStore {
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         let prefix = self.member_prefix(key);
-        let mut c = self.client.clone();
-        let resp = c
+
+        let resp = self
             .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
             .await
             .map_err(|e| self.map_err(e))?;
@@ -1487,8 +1679,7 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
-        let mut c = self.client.clone();
-        let resp = c
+        let resp = self
             .get(
                 self.history_prefix(key),
                 Some(
