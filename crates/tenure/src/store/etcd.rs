@@ -1553,9 +1553,8 @@ impl LeaseStore for EtcdStore {
             else {
                 continue;
             };
-            if !ttls.contains_key(&v.lease) {
-                let t = self.lease_ttl(v.lease).await?;
-                ttls.insert(v.lease, t);
+            if let std::collections::hash_map::Entry::Vacant(e) = ttls.entry(v.lease) {
+                e.insert(self.lease_ttl(v.lease).await?);
             }
             rows.push((kv.create_revision(), holder, v));
         }
