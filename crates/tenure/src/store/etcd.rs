@@ -9,24 +9,24 @@
 //!
 //! | key | lease | value |
 //! |---|---|---|
-//! | `<p>/lease/<ns>/<election>` | the holder process's lease | the holder id; its `create_revision` is the term |
+//! | `<p>/lease/<ns>/<election>` | the tenure's own lease | the holder id; its `create_revision` is the term |
 //! | `<p>/state/<ns>/<election>` | none | JSON: last term, holder, metadata, reasons, informational times |
 //! | `<p>/handover/<ns>/<election>` | the holder's lease (a request) or a fresh lease of the window (after a hand-over) | JSON: target, reason |
 //! | `<p>/member/<ns>/<election>/<holder>` | none (its liveness is a lease named in the value) | JSON: metadata, priority, times |
 //! | `<p>/history/<ns>/<election>/<term:020>` | none | JSON: one term |
 //!
-//! * **One lease per process and TTL**: all elections of a process with the
-//!   same TTL (in whole seconds) share one etcd lease, kept alive by one
-//!   keep-alive for all of them. Nothing keeps it alive in the background: a
-//!   renewal (or a member heartbeat) sends a keep-alive, and concurrent
-//!   renewals share one, whose send time is after every caller started.
-//! * **Acquire**: the process lease is first confirmed alive by a keep-alive
-//!   sent after the call started (or granted afresh), so the key cannot be
-//!   attached to a lease about to expire; then one transaction: the lease key
-//!   must not exist (`create_revision == 0`) and the hand-over key must be as
-//!   read (absent, or admitting us); it creates the lease key on the process
-//!   lease. The **term is the revision of that transaction**, so terms
-//!   increase strictly across the whole cluster but are not dense.
+//! * **One lease per tenure** (and per member registration), not one per
+//!   process: a process-wide lease would keep alive the lease key of an
+//!   election its elector stopped renewing (shutdown without release, a stuck
+//!   task) for as long as any other election of the process renews. Nothing
+//!   keeps a lease alive in the background: only renewals and heartbeats do.
+//! * **Acquire**: a lease is granted for the tenure after the call started,
+//!   so the key lives at least `ttl` from the caller's `t0`; then one
+//!   transaction: the lease key must not exist (`create_revision == 0`) and
+//!   the state and hand-over keys must be as read (the hand-over key admitting
+//!   us); it creates the lease key on that lease. The **term is the revision
+//!   of that transaction**, so terms increase strictly across the whole
+//!   cluster but are not dense.
 //! * **Renew**: one transaction comparing the lease key's `create_revision`
 //!   with the term, its value with the holder and the hand-over key's absence,
 //!   concurrently with a keep-alive sent after the call started; both must
@@ -270,7 +270,7 @@ struct LeaseConn {
     last: Option<(u64, std::result::Result<Kept, String>)>,
 }
 
-/// One etcd lease of this process, for one TTL in whole seconds.
+/// One etcd lease of ours (a tenure's or a member's), of whole seconds.
 struct ProcessLease {
     secs: i64,
     /// Rounds whose keep-alive was sent (incremented before sending).
@@ -1383,7 +1383,9 @@ impl LeaseStore for EtcdStore {
             // The lease vanished between the keep-alive and the transaction:
             // grant a new one and try once more.
         }
-        Err(self.unavailable("the process lease expired twice during one acquisition".into()))
+        Err(self.unavailable(
+            "the lease granted for this acquisition expired twice before its transaction".into(),
+        ))
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
