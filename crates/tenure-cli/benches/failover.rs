@@ -7,8 +7,12 @@
 //! stops its command and releases) and measures release → next acquisition.
 //! The store runs on this host, so host and store clocks agree.
 //!
-//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL]...`
-//! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis.
+//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL|etcd]...`
+//! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis,
+//! and a private single-node etcd if the `etcd` binary is installed
+//! (`--store etcd` starts one too). For etcd, "[store]" rows use the client
+//! clock's estimates (etcd has no server clock to read); the "[host]" rows are
+//! the ones to compare.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -241,16 +245,36 @@ async fn run_store(url: &str, o: &Opts) {
 async fn main() {
     let o = parse();
     let dir = tempfile::tempdir().expect("tempdir");
-    let stores = if o.stores.is_empty() {
+    let mut stores = if o.stores.is_empty() {
         vec![
             format!("sqlite://{}", dir.path().join("bench.db").display()),
             tenure::testing::servers::mysql_url(),
             tenure::testing::servers::postgres_url(),
             tenure::testing::servers::redis_url(),
+            "etcd".to_string(),
         ]
     } else {
         o.stores.clone()
     };
+    // `etcd`: a private single-node etcd on a free loopback port.
+    let mut etcd = None;
+    for url in stores.iter_mut().filter(|u| u.as_str() == "etcd") {
+        if tenure::testing::etcd_server::binary().is_none() {
+            println!("etcd: skipped (no etcd binary)");
+            continue;
+        }
+        if etcd.is_none() {
+            etcd = Some(
+                tenure::testing::etcd_server::EtcdCluster::start(1)
+                    .await
+                    .expect("private etcd"),
+            );
+        }
+        if let Some(c) = &etcd {
+            *url = c.url();
+        }
+    }
+    stores.retain(|u| u != "etcd");
     for url in &stores {
         run_store(url, &o).await;
     }

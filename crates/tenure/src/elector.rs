@@ -193,6 +193,16 @@ impl ElectorBuilder {
                 format!("{ttl:?} is too small; the minimum is {MIN_TTL:?} (one slow round trip would use up the whole lease)"),
             ));
         }
+        let min_ttl = self.store.capabilities().min_ttl;
+        if ttl < min_ttl {
+            return Err(Error::config(
+                "ttl",
+                format!(
+                    "{ttl:?} is too small for {}: its leases are whole seconds, so the ttl must be at least {min_ttl:?}",
+                    self.store.describe()
+                ),
+            ));
+        }
         if ttl > MAX_TTL {
             return Err(Error::config(
                 "ttl",

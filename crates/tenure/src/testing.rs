@@ -123,6 +123,36 @@ pub async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> 
     }
 }
 
+/// How a store's capabilities stretch the suite's durations.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    k: u32,
+    min_ttl: Duration,
+    sparse_terms: bool,
+}
+
+impl Timing {
+    /// `ms` milliseconds, stretched for stores with a minimum TTL.
+    fn ms(&self, ms: u64) -> Duration {
+        Duration::from_millis(ms) * self.k
+    }
+
+    /// A TTL of at least `d` that the store can honour.
+    fn ttl(&self, d: Duration) -> Duration {
+        d.max(self.min_ttl)
+    }
+
+    /// Asserts `next` is the term after `prev`: exactly `prev + 1`, or (for
+    /// stores whose terms are revisions) strictly greater.
+    fn next_term(&self, name: &str, prev: u64, next: u64) {
+        if self.sparse_terms {
+            assert!(next > prev, "[{name}] term {next} must exceed {prev}");
+        } else {
+            assert_eq!(next, prev + 1, "[{name}] the next term is one higher");
+        }
+    }
+}
+
 impl Conformance {
     /// A suite for the store named `name`; `factory` opens a new connection
     /// (or, for a store that cannot be shared, returns the same instance).
@@ -146,6 +176,25 @@ impl Conformance {
 
     async fn store(&self) -> DynStore {
         (self.factory)().await
+    }
+
+    /// The store's timing constraints: how much to stretch the suite's short
+    /// durations (stores with whole-second leases cannot do 150 ms), and
+    /// whether terms may skip numbers. The checks stay the same; only their
+    /// durations scale.
+    async fn timing(&self) -> Timing {
+        let caps = self.store().await.capabilities();
+        let per = Duration::from_millis(150);
+        let k = if caps.min_ttl <= per {
+            1
+        } else {
+            caps.min_ttl.as_nanos().div_ceil(per.as_nanos()) as u32
+        };
+        Timing {
+            k,
+            min_ttl: caps.min_ttl,
+            sparse_terms: caps.sparse_terms,
+        }
     }
 
     fn key(&self, election: &str) -> ElectionKey {
@@ -248,13 +297,14 @@ impl Conformance {
             acquires: Default::default(),
         });
         let store: DynStore = counting.clone();
+        let ttl = self.timing().await.ttl(Duration::from_secs(1));
         let key = self.key("herd");
         let build = |id: String, release: bool| {
             Elector::builder(store.clone())
                 .namespace(key.namespace.clone())
                 .election(key.election.clone())
                 .identity(id)
-                .ttl(Duration::from_secs(1))
+                .ttl(ttl)
                 .release_on_shutdown(release)
                 .build()
                 .expect("elector")
@@ -328,6 +378,7 @@ impl Conformance {
     /// Members register with a heartbeat, list best successor first, lapse and are reaped.
     pub async fn members_register_heartbeat_and_are_reaped(&self) {
         let s = self.store().await;
+        let t = self.timing().await;
         let key = self.key("members");
         let member = |holder: &str, priority| crate::store::Member {
             key: key.clone(),
@@ -335,7 +386,7 @@ impl Conformance {
             metadata: format!("addr of {holder}"),
             priority,
         };
-        s.heartbeat(&member("old#1", 0), Duration::from_millis(300))
+        s.heartbeat(&member("old#1", 0), t.ms(300))
             .await
             .expect("join");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -358,7 +409,7 @@ impl Conformance {
         assert_eq!(m[0].metadata, "addr of vip#1");
         // A heartbeat keeps the join time.
         let joined = m[1].joined_at_us;
-        s.heartbeat(&member("old#1", 0), Duration::from_millis(300))
+        s.heartbeat(&member("old#1", 0), t.ms(300))
             .await
             .expect("beat");
         let m = s.members(&key).await.expect("members");
@@ -376,7 +427,7 @@ impl Conformance {
                 break;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(5),
+                start.elapsed() < Duration::from_secs(5) * t.k,
                 "[{}] member did not lapse",
                 self.name
             );
@@ -398,6 +449,7 @@ impl Conformance {
     /// the window ends; then anyone.
     pub async fn handover_lets_only_the_target_acquire_within_the_window(&self) {
         let s = self.store().await;
+        let t = self.timing().await;
         let key = self.key("transfer");
         let ttl = Duration::from_secs(30);
         let rec = must_acquire(&s, &claim(&key, "a#1", ttl)).await;
@@ -405,7 +457,7 @@ impl Conformance {
             .hand_over(
                 &tenure(&rec),
                 &crate::store::Handover::To("b".into()),
-                Duration::from_millis(300),
+                t.ms(300),
                 "transfer"
             )
             .await
@@ -413,7 +465,7 @@ impl Conformance {
         must_not_acquire(&s, &claim(&key, "c#1", ttl)).await;
         must_not_acquire(&s, &claim(&key, "a#1", ttl)).await;
         let b = must_acquire(&s, &claim(&key, "b#9", ttl)).await;
-        assert_eq!(b.term, rec.term + 1);
+        t.next_term(&self.name, rec.term, b.term);
         assert_eq!(
             b.start_reason, "transfer",
             "[{}] reason recorded",
@@ -429,7 +481,7 @@ impl Conformance {
             .hand_over(
                 &tenure(&b),
                 &crate::store::Handover::To("ghost".into()),
-                Duration::from_millis(200),
+                t.ms(200),
                 "transfer"
             )
             .await
@@ -439,15 +491,15 @@ impl Conformance {
         loop {
             if let Ok(Acquire::Acquired(r)) = s.try_acquire(&claim(&key, "c#1", ttl)).await {
                 assert!(
-                    start.elapsed() >= Duration::from_millis(100),
+                    start.elapsed() >= t.ms(100),
                     "[{}] window honoured",
                     self.name
                 );
-                assert_eq!(r.term, b.term + 1);
+                t.next_term(&self.name, b.term, r.term);
                 break;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(5),
+                start.elapsed() < Duration::from_secs(5) * t.k,
                 "[{}] window never ended",
                 self.name
             );
@@ -498,9 +550,10 @@ impl Conformance {
     /// Every term is in the history with why it began and ended.
     pub async fn history_records_every_term_with_reasons(&self) {
         let s = self.store().await;
+        let t = self.timing().await;
         let key = self.key("history");
-        let a = must_acquire(&s, &claim(&key, "a#1", Duration::from_millis(150))).await;
-        wait_expired(&s, &key, Duration::from_secs(5)).await;
+        let a = must_acquire(&s, &claim(&key, "a#1", t.ms(150))).await;
+        wait_expired(&s, &key, Duration::from_secs(5) * t.k).await;
         let b = must_acquire(&s, &claim(&key, "b#1", Duration::from_secs(30))).await;
         assert!(s.release(&tenure(&b)).await.expect("release"));
         let c = must_acquire(&s, &claim(&key, "c#1", Duration::from_secs(30))).await;
@@ -718,8 +771,9 @@ impl Conformance {
     pub async fn renew_after_expiry_fails_and_next_term_is_higher(&self) {
         let (a, b) = (self.store().await, self.store().await);
         let key = self.key("expiry");
-        let rec = must_acquire(&a, &claim(&key, "a#1", Duration::from_millis(200))).await;
-        wait_expired(&b, &key, Duration::from_secs(5)).await;
+        let t = self.timing().await;
+        let rec = must_acquire(&a, &claim(&key, "a#1", t.ms(200))).await;
+        wait_expired(&b, &key, Duration::from_secs(5) * t.k).await;
         assert!(
             !a.renew(&tenure(&rec), Duration::from_secs(30))
                 .await
@@ -770,12 +824,9 @@ impl Conformance {
             self.name
         );
         let next = must_acquire(&b, &claim(&key, "b#1", Duration::from_secs(60))).await;
-        assert_eq!(
-            next.term,
-            rec.term + 1,
-            "[{}] term after one handover",
-            self.name
-        );
+        self.timing()
+            .await
+            .next_term(&self.name, rec.term, next.term);
     }
 
     /// Consecutive handovers between two connections give strictly increasing terms.
@@ -805,11 +856,12 @@ impl Conformance {
     pub async fn sub_second_ttl(&self) {
         let (a, b) = (self.store().await, self.store().await);
         let key = self.key("short-ttl");
-        let ttl = Duration::from_millis(200);
+        let t = self.timing().await;
+        let ttl = t.ms(200);
         let start = Instant::now();
         let rec = must_acquire(&a, &claim(&key, "a#1", ttl)).await;
         assert!(
-            rec.remaining <= ttl && rec.remaining > Duration::from_millis(100),
+            rec.remaining <= ttl && rec.remaining > t.ms(100),
             "[{}] remaining {:?} of a fresh 200ms lease",
             self.name,
             rec.remaining
@@ -824,10 +876,10 @@ impl Conformance {
             self.name,
             held.remaining
         );
-        wait_expired(&b, &key, Duration::from_secs(5)).await;
+        wait_expired(&b, &key, Duration::from_secs(5) * t.k).await;
         let took = start.elapsed();
         assert!(
-            took >= Duration::from_millis(150) && took < Duration::from_millis(900),
+            took >= t.ms(150) && took < t.ms(900),
             "[{}] a 200ms lease expired after {took:?}",
             self.name
         );
@@ -869,12 +921,13 @@ impl Conformance {
     /// Two electors with one identity get different holder ids and never lead at once.
     pub async fn same_identity_never_both_lead(&self) {
         let key = self.key("same-identity");
+        let ttl = self.timing().await.ttl(Duration::from_millis(600));
         let build = |store: DynStore| {
             Elector::builder(store)
                 .namespace(key.namespace.clone())
                 .election(key.election.clone())
                 .identity("twin")
-                .ttl(Duration::from_millis(600))
+                .ttl(ttl)
                 .poll_period(Duration::from_millis(20))
                 .build()
                 .expect("elector")
@@ -1032,6 +1085,185 @@ pub mod servers {
                 eprintln!("SKIPPED: server {} unavailable: {e}", crate::store::redact_url(url));
                 None
             }
+        }
+    }
+}
+
+/// Private etcd servers for tests (feature `etcd`): started on free loopback
+/// ports with a temporary data directory, killed when dropped.
+#[cfg(feature = "etcd")]
+pub mod etcd_server {
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use crate::store::{connect, StoreOptions};
+
+    /// The etcd binary: `TENURE_ETCD_BIN`, else `etcd` on the `PATH`
+    /// (Debian package `etcd-server`).
+    pub fn binary() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os("TENURE_ETCD_BIN") {
+            return Some(PathBuf::from(p));
+        }
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|d| d.join("etcd"))
+            .find(|p| p.is_file())
+    }
+
+    fn free_port() -> std::io::Result<u16> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port())
+    }
+
+    /// A private etcd cluster of one or more members on loopback.
+    #[derive(Debug)]
+    pub struct EtcdCluster {
+        members: Vec<Option<Child>>,
+        client_ports: Vec<u16>,
+        dir: PathBuf,
+    }
+
+    impl EtcdCluster {
+        /// Starts `n` members and waits (up to 30 s) until the cluster serves
+        /// requests. Election timeout 250 ms, so leases can be as short as 1 s.
+        pub async fn start(n: usize) -> Result<Self, String> {
+            let bin =
+                binary().ok_or("no etcd binary (install etcd-server or set TENURE_ETCD_BIN)")?;
+            let dir = std::env::temp_dir().join(format!(
+                "tenure-etcd-{}-{:08x}",
+                std::process::id(),
+                rand::random::<u32>()
+            ));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let mut client_ports = Vec::new();
+            let mut peer_ports = Vec::new();
+            for _ in 0..n {
+                client_ports.push(free_port().map_err(|e| e.to_string())?);
+                peer_ports.push(free_port().map_err(|e| e.to_string())?);
+            }
+            let initial: Vec<String> = peer_ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("m{i}=http://127.0.0.1:{p}"))
+                .collect();
+            let token = format!("tenure-{:08x}", rand::random::<u32>());
+            let mut cluster = Self {
+                members: Vec::new(),
+                client_ports: client_ports.clone(),
+                dir: dir.clone(),
+            };
+            for i in 0..n {
+                let log = std::fs::File::create(dir.join(format!("m{i}.log")))
+                    .map_err(|e| e.to_string())?;
+                let child = Command::new(&bin)
+                    .arg(format!("--name=m{i}"))
+                    .arg(format!(
+                        "--data-dir={}",
+                        dir.join(format!("m{i}")).display()
+                    ))
+                    .arg(format!(
+                        "--listen-client-urls=http://127.0.0.1:{}",
+                        client_ports[i]
+                    ))
+                    .arg(format!(
+                        "--advertise-client-urls=http://127.0.0.1:{}",
+                        client_ports[i]
+                    ))
+                    .arg(format!(
+                        "--listen-peer-urls=http://127.0.0.1:{}",
+                        peer_ports[i]
+                    ))
+                    .arg(format!(
+                        "--initial-advertise-peer-urls=http://127.0.0.1:{}",
+                        peer_ports[i]
+                    ))
+                    .arg(format!("--initial-cluster={}", initial.join(",")))
+                    .arg("--initial-cluster-state=new")
+                    .arg(format!("--initial-cluster-token={token}"))
+                    .arg("--heartbeat-interval=25")
+                    .arg("--election-timeout=250")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::from(log))
+                    .spawn()
+                    .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+                cluster.members.push(Some(child));
+            }
+            let start = Instant::now();
+            loop {
+                let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(1));
+                match connect(&cluster.url(), &options).await {
+                    Ok(_) => return Ok(cluster),
+                    Err(e) if start.elapsed() > Duration::from_secs(30) => {
+                        return Err(format!(
+                            "etcd did not become ready within 30s: {e} (logs in {})",
+                            dir.display()
+                        ))
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+
+        /// Starts a cluster, or returns `None` after printing SKIPPED when etcd
+        /// is not installed; panics instead when servers are
+        /// [`required`](super::servers::required) or the start fails.
+        pub async fn start_or_skip(n: usize) -> Option<Self> {
+            if binary().is_none() {
+                if super::servers::required() {
+                    panic!("etcd is required (CI=true or TENURE_REQUIRE_SERVERS=1) but not installed: apt-get install etcd-server");
+                }
+                eprintln!("SKIPPED: no etcd binary (install etcd-server or set TENURE_ETCD_BIN)");
+                return None;
+            }
+            match Self::start(n).await {
+                Ok(c) => Some(c),
+                Err(e) => panic!("private etcd did not start: {e}"),
+            }
+        }
+
+        /// The store URL naming every member.
+        pub fn url(&self) -> String {
+            let hosts: Vec<String> = self
+                .client_ports
+                .iter()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .collect();
+            format!("etcd://{}", hosts.join(","))
+        }
+
+        /// The client address (`127.0.0.1:port`) of member `i`.
+        pub fn member_addr(&self, i: usize) -> String {
+            format!("127.0.0.1:{}", self.client_ports[i])
+        }
+
+        /// How many members were started.
+        pub fn len(&self) -> usize {
+            self.members.len()
+        }
+
+        /// True for a cluster without members.
+        pub fn is_empty(&self) -> bool {
+            self.members.is_empty()
+        }
+
+        /// Kills member `i` with SIGKILL and reaps it.
+        pub fn kill(&mut self, i: usize) {
+            if let Some(mut child) = self.members.get_mut(i).and_then(Option::take) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    impl Drop for EtcdCluster {
+        fn drop(&mut self) {
+            for i in 0..self.members.len() {
+                self.kill(i);
+            }
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }

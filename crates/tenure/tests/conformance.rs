@@ -77,3 +77,61 @@ async fn redis() {
     )
     .await;
 }
+
+#[cfg(feature = "etcd")]
+fn etcd_factory(
+    url: String,
+) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = DynStore> + Send>>
+       + Send
+       + Sync
+       + 'static {
+    move || {
+        let url = url.clone();
+        Box::pin(async move {
+            tenure::store::connect(&url, &StoreOptions::default())
+                .await
+                .expect("etcd store")
+        })
+    }
+}
+
+/// A private single-node etcd on a free loopback port.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd() {
+    let Some(server) = tenure::testing::etcd_server::EtcdCluster::start_or_skip(1).await else {
+        return;
+    };
+    Conformance::new("etcd", etcd_factory(server.url()))
+        .with_handovers(200)
+        .run_all()
+        .await;
+}
+
+/// A private 3-member etcd cluster; one member is SIGKILLed part-way through
+/// the run, and the suite must still pass on the remaining two.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_cluster() {
+    let Some(cluster) = tenure::testing::etcd_server::EtcdCluster::start_or_skip(3).await else {
+        return;
+    };
+    let url = cluster.url();
+    let cluster = Arc::new(std::sync::Mutex::new(cluster));
+    let killer = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+            // Member 0 is usually the raft leader of a fresh cluster; killing
+            // it also forces a leader election.
+            cluster.lock().unwrap_or_else(|p| p.into_inner()).kill(0);
+            eprintln!("etcd_cluster: killed member 0 (SIGKILL)");
+        })
+    };
+    Conformance::new("etcd-cluster", etcd_factory(url))
+        .with_handovers(200)
+        .run_all()
+        .await;
+    assert!(killer.is_finished(), "the kill happened during the run");
+    killer.await.expect("killer");
+}

@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::error::Result;
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -248,6 +250,15 @@ pub struct Capabilities {
     pub batch_renew: bool,
     /// Leases survive a restart of the store.
     pub durable: bool,
+    /// The shortest TTL the store can honour (zero: any TTL the elector
+    /// accepts). etcd leases are whole seconds, at least 1 s; the elector
+    /// refuses shorter TTLs for such a store and rounds others up to its
+    /// lease granularity (which only makes failover slower, never unsafe).
+    pub min_ttl: Duration,
+    /// Terms increase strictly but may skip numbers (etcd: they are cluster
+    /// revisions). When false, each acquisition's term is exactly the
+    /// previous term + 1.
+    pub sparse_terms: bool,
 }
 
 /// The storage contract.

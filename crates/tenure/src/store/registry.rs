@@ -73,6 +73,7 @@ pub fn supported_schemes() -> Vec<(&'static str, bool)> {
         ("postgresql", cfg!(feature = "postgres")),
         ("redis", cfg!(feature = "redis")),
         ("rediss", cfg!(feature = "redis")),
+        ("etcd", cfg!(feature = "etcd")),
         ("memory", true),
     ]
 }
@@ -83,6 +84,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
         "mysql" | "mariadb" => Some("mysql"),
         "postgres" | "postgresql" => Some("postgres"),
         "redis" | "rediss" => Some("redis"),
+        "etcd" => Some("etcd"),
         _ => None,
     }
 }
@@ -95,6 +97,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
 /// | `mysql://user:pass@host/db`, `mariadb://...` | MySQL 8 / MariaDB 10.5+ |
 /// | `postgres://user:pass@host/db`, `postgresql://...` | PostgreSQL 12+ |
 /// | `redis://[:pass@]host[:port][/db]`, `rediss://...?cacert=ca.pem` | Redis 5+ (Lua scripts, pub/sub) |
+/// | `etcd://host:2379`, `etcd://user:pass@h1:2379,h2:2379,h3:2379` | etcd v3 cluster (leases are whole seconds) |
 /// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
 ///
 /// ```
@@ -133,6 +136,9 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
     if feature == "redis" {
         return connect_redis(url, options).await;
     }
+    if scheme == "etcd" {
+        return connect_etcd(url, options).await;
+    }
     connect_sql(url, options).await
 }
 
@@ -148,6 +154,21 @@ async fn connect_redis(url: &str, _options: &StoreOptions) -> Result<DynStore> {
     Err(Error::InvalidUrl {
         url: redact_url(url),
         reason: "this build of tenure lacks the `redis` cargo feature".into(),
+    })
+}
+
+#[cfg(feature = "etcd")]
+async fn connect_etcd(url: &str, options: &StoreOptions) -> Result<DynStore> {
+    Ok(Arc::new(
+        super::etcd::EtcdStore::connect(url, options).await?,
+    ))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn connect_etcd(url: &str, _options: &StoreOptions) -> Result<DynStore> {
+    Err(Error::InvalidUrl {
+        url: redact_url(url),
+        reason: "this build of tenure lacks the `etcd` cargo feature".into(),
     })
 }
 
@@ -183,6 +204,13 @@ fn schemes_hint() -> String {
 /// );
 /// ```
 pub fn redact_url(url: &str) -> String {
+    if url
+        .split_once("://")
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("etcd"))
+    {
+        // Several comma-separated hosts: not a URL the `url` crate parses.
+        return redact_etcd(url);
+    }
     let Ok(mut parsed) = url::Url::parse(url) else {
         // Unparseable: keep only the scheme so nothing secret can leak.
         return match url.split_once(':') {
@@ -221,6 +249,24 @@ pub fn redact_url(url: &str) -> String {
     parsed.to_string()
 }
 
+/// `etcd://user:pass@h1,h2/...` with the password (and anything after the hosts) hidden.
+fn redact_etcd(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "etcd:(unparseable URL)".into();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user, hosts)) => match user.split_once(':') {
+            Some((name, _)) => format!("{name}:***@{hosts}"),
+            None => format!("{user}@{hosts}"),
+        },
+        None => authority.to_string(),
+    };
+    let tail = if tail.is_empty() { "" } else { "/..." };
+    format!("{scheme}://{authority}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +277,11 @@ mod tests {
         assert_eq!(redact_url("mysql://root@h/db"), "mysql://root@h/db");
         assert_eq!(redact_url("sqlite://tenure.db"), "sqlite://tenure.db");
         assert!(!redact_url("mysql://a:SECRET@@@:::").contains("SECRET"));
+        assert_eq!(
+            redact_url("etcd://root:s3cret@h1:2379,h2:2379"),
+            "etcd://root:***@h1:2379,h2:2379"
+        );
+        assert_eq!(redact_url("etcd://h1:2379"), "etcd://h1:2379");
     }
 
     #[tokio::test]

@@ -724,6 +724,7 @@ impl LeaseStore for SqlStore {
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
+            ..Capabilities::default()
         }
     }
 
