@@ -57,12 +57,7 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
         // build. Installing fails harmlessly if one is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-    let open = |e: redis::RedisError| {
-        bad(format!(
-            "{}",
-            super::errors::without_secrets(&e.to_string(), url)
-        ))
-    };
+    let open = |e: redis::RedisError| bad(super::errors::without_secrets(&e.to_string(), url));
     if !tls_asked {
         return redis::Client::open(parsed.as_str()).map_err(open);
     }

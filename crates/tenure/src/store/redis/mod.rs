@@ -508,7 +508,7 @@ impl LeaseStore for RedisStore {
                 end_at_us: (end_at_us != 0).then_some(end_at_us),
             });
         }
-        out.sort_by(|a, b| b.term.cmp(&a.term));
+        out.sort_by_key(|h| std::cmp::Reverse(h.term));
         out.truncate(limit);
         Ok(out)
     }
