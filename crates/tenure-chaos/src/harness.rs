@@ -11,14 +11,14 @@ use tenure::store::{DynStore, ElectionKey, StoreOptions, Tenure};
 
 use crate::history::{append, Fault};
 use crate::proxy::{Mode, Proxy};
-use crate::server::{Kind, Server};
+use crate::server::{Kind, Server, ServerOptions};
 use crate::shared_clock;
 
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 #[derive(Debug, clap::Args)]
 pub struct HarnessArgs {
-    /// `sqlite`, `mariadb` or `postgres` (private server instances that the harness
+    /// `sqlite`, `mariadb`, `postgres` or `redis` (private server instances that the harness
     /// may crash and restart), or a store URL (never restarted).
     #[arg(long, default_value = "sqlite")]
     pub store: String,
@@ -112,6 +112,24 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?,
         ),
+        // Persistent (AOF, fsync on every write): a restart fault must not
+        // forget terms; an unpersisted Redis would, as docs/redis.md says.
+        "redis" => Some(
+            tokio::task::spawn_blocking(|| {
+                Server::start_with(
+                    Kind::Redis,
+                    ServerOptions::default().with_args(&[
+                        "--appendonly",
+                        "yes",
+                        "--appendfsync",
+                        "always",
+                    ]),
+                )
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?,
+        ),
         _ => None,
     };
     let upstream_url = match (&server, args.store.as_str()) {
@@ -119,7 +137,8 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         (None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
         (None, url) => url.to_string(),
     };
-    let is_server = upstream_url.starts_with("mysql")
+    let is_server = upstream_url.starts_with("redis")
+        || upstream_url.starts_with("mysql")
         || upstream_url.starts_with("postgres")
         || upstream_url.starts_with("mariadb");
     let kinds: Vec<String> = match &args.faults {

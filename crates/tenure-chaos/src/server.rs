@@ -3,4 +3,4 @@
 //! touching the machine's shared servers. The launcher is shared with the
 //! tests in `tenure-testsupport`.
 
-pub use tenure_testsupport::servers::{Kind, Server};
+pub use tenure_testsupport::servers::{Kind, Server, ServerOptions};
