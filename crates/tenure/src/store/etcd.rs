@@ -15,13 +15,21 @@
 //! | `<p>/member/<ns>/<election>/<holder>` | none (its liveness is a lease named in the value) | JSON: metadata, priority, times |
 //! | `<p>/history/<ns>/<election>/<term:020>` | none | JSON: one term |
 //!
-//! * **One lease per tenure** (and per member registration), not one per
-//!   process: a process-wide lease would keep alive the lease key of an
-//!   election its elector stopped renewing (shutdown without release, a stuck
-//!   task) for as long as any other election of the process renews. Nothing
-//!   keeps a lease alive in the background: only renewals and heartbeats do.
-//! * **Acquire**: a lease is granted for the tenure after the call started,
-//!   so the key lives at least `ttl` from the caller's `t0`; then one
+//! * **One lease per process** (per store instance and lease length, whole
+//!   seconds): every tenure and member registration of that length is on it,
+//!   and one keep-alive round serves every renewal of a renew instant (the
+//!   electors renew on a shared grid; a round waits 10 ms to gather them).
+//!   A key whose elector stopped renewing without releasing (shutdown without
+//!   release, a stuck task) would live as long as any other election of the
+//!   process renews, so the store tracks, per tenure, the start of its last
+//!   acquire/renew (monotonic clock) and a **sweeper** (every quarter of the
+//!   shortest TTL held) deletes, by the release transaction (recording the end
+//!   as `expired`), any tenure not renewed for longer than its TTL; its
+//!   elector's deadline (`t0 + ttl·(1−drift)`) passed before that. Member
+//!   registrations not heartbeated within their TTL are marked lapsed the
+//!   same way. If the process dies, the lease expires and takes every key.
+//! * **Acquire**: the process lease is kept alive (or granted) after the
+//!   call started, so the key lives at least `ttl` from the caller's `t0`; then one
 //!   transaction: the lease key must not exist (`create_revision == 0`) and
 //!   the state and hand-over keys must be as read (the hand-over key admitting
 //!   us); it creates the lease key on that lease. The **term is the revision
@@ -359,6 +367,10 @@ struct LeaseConn {
     last: Option<(u64, std::result::Result<Kept, String>)>,
     /// When the last round that found the lease alive was sent (or granted).
     alive_at: Option<(i64, Instant)>,
+    /// A round sent its keep-alive and has not read the answer yet. Still set
+    /// when the next round starts, the caller gave up mid-round: the stream
+    /// then holds an answer to an older send and must not be read.
+    in_round: bool,
 }
 
 /// The etcd lease this process shares among all its tenures and member
@@ -427,23 +439,40 @@ impl ProcessLease {
         let Some(id) = conn.id else {
             return Ok(Kept::Expired);
         };
-        if conn.stream.is_none() {
-            let mut c = client.clone();
-            let s = tokio::time::timeout(KEEPALIVE_TIMEOUT, c.lease_keep_alive(id))
-                .await
-                .map_err(|_| "keep-alive stream did not open in time".to_string())?
-                .map_err(|e| e.to_string())?;
-            conn.stream = Some(s);
+        if std::mem::take(&mut conn.in_round) {
+            conn.stream = None;
         }
-        let Some((keeper, stream)) = conn.stream.as_mut() else {
+        if conn.stream.is_none() {
+            // Opening the stream sends a keep-alive and reads its answer:
+            // that is this round (sent after every waiting caller started).
+            let mut c = client.clone();
+            return match tokio::time::timeout(KEEPALIVE_TIMEOUT, c.lease_keep_alive(id)).await {
+                Err(_) => Err("keep-alive stream did not open in time".to_string()),
+                Ok(Ok(s)) => {
+                    conn.stream = Some(s);
+                    Ok(Kept::Alive(id))
+                }
+                Ok(Err(e)) if is_lease_not_found(&e) => {
+                    conn.id = None;
+                    Ok(Kept::Expired)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+            };
+        }
+        conn.in_round = true;
+        let Some((keeper, _)) = conn.stream.as_mut() else {
             return Err("no keep-alive stream".into());
         };
         keeper.keep_alive().await.map_err(|e| e.to_string())?;
+        let Some((_, stream)) = conn.stream.as_mut() else {
+            return Err("no keep-alive stream".into());
+        };
         let resp = tokio::time::timeout(KEEPALIVE_TIMEOUT, stream.message())
             .await
             .map_err(|_| "keep-alive not answered in time".to_string())?
             .map_err(|e| e.to_string())?
             .ok_or_else(|| "keep-alive stream closed".to_string())?;
+        conn.in_round = false;
         if resp.ttl() > 0 && resp.id() == id {
             Ok(Kept::Alive(id))
         } else {
@@ -827,25 +856,42 @@ impl Inner {
             if m.mod_rev == 0 {
                 continue;
             }
-            let mk = format!("{}{}", self.member_prefix(&key), seg(&holder));
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    mk.clone(),
-                    CompareOp::Equal,
-                    m.mod_rev,
-                )])
-                .and_then([TxnOp::delete(mk, None)]);
-            match self.txn(txn).await {
-                Ok(r) if r.succeeded() => {
-                    tracing::info!(store = %self.described, election = %key, holder = %holder, "deleted a member registration not heartbeated within its TTL")
+            match self.lapse_member(&key, &holder, m.mod_rev).await {
+                Ok(true) => {
+                    tracing::info!(store = %self.described, election = %key, holder = %holder, "a member registration not heartbeated within its TTL lapsed")
                 }
-                Ok(_) => {}
+                Ok(false) => {}
                 Err(e) => {
                     tracing::debug!(election = %key, "member sweep failed, retrying: {e}");
                     self.held().members.entry((key, holder)).or_insert(m);
                 }
             }
         }
+    }
+
+    /// Marks a member registration lapsed, as its own lease's expiry would:
+    /// the value names no lease any more (so it reads as not live, and
+    /// [`LeaseStore::reap`] removes it). Only if it is still as our last
+    /// heartbeat wrote it.
+    async fn lapse_member(&self, key: &ElectionKey, holder: &str, mod_rev: i64) -> Result<bool> {
+        let mk = format!("{}{}", self.member_prefix(key), seg(holder));
+        let resp = self
+            .get(mk.clone(), None)
+            .await
+            .map_err(|e| self.map_err(e))?;
+        let Some(kv) = resp.kvs().first().filter(|kv| kv.mod_revision() == mod_rev) else {
+            return Ok(false);
+        };
+        let Ok(mut v) = serde_json::from_slice::<MemberValue>(kv.value()) else {
+            return Ok(false);
+        };
+        v.lease = 0;
+        let v = serde_json::to_vec(&v).map_err(|e| self.protocol(e.to_string()))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, mod_rev)])
+            .and_then([TxnOp::put(mk, v, None)]);
+        let r = self.txn(txn).await.map_err(|e| self.map_err(e))?;
+        Ok(r.succeeded())
     }
 
     /// An acquisition whose outcome we never learned: if its key exists (ours,
@@ -1414,6 +1460,19 @@ impl Inner {
             .first()
             .and_then(|kv| serde_json::from_slice(kv.value()).ok());
         let old = old.unwrap_or_default();
+        // A swept tenure's history ends, like an expired lease's, at its
+        // estimated expiry. The state says "now": followers measure the
+        // succession grace from when the key went away.
+        let ended = match end {
+            End::Expired
+                if old.holder.as_deref() == Some(tenure.holder.as_str())
+                    && old.end_reason.is_empty()
+                    && old.expires_at_us > 0 =>
+            {
+                old.expires_at_us.min(now)
+            }
+            _ => now,
+        };
         let reason = match end {
             End::Released => "released".to_string(),
             End::Expired => "expired".to_string(),
@@ -1491,7 +1550,7 @@ impl Inner {
         // to keep alive or sweep. The process lease itself stays: it is shared.
         self.held().tenures.remove(&(key.clone(), tenure.term));
         if done {
-            self.close_history(key, tenure.term, &reason, now).await;
+            self.close_history(key, tenure.term, &reason, ended).await;
         }
         Ok(done)
     }
