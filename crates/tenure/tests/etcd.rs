@@ -97,3 +97,145 @@ async fn leader_steps_down_when_the_cluster_loses_quorum() {
         .expect("shutdown answers")
         .ok();
 }
+
+/// One store, 20 elections led by 20 electors of one process: every lease key
+/// is on one etcd lease (plus one for the member registrations, whose TTL is
+/// another length), and renewals cost about one keep-alive per renew period,
+/// not 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_lease_and_one_keep_alive_for_many_elections() {
+    use std::sync::Arc;
+    use tenure::store::etcd::EtcdStore;
+    use tenure::store::DynStore;
+
+    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+        return;
+    };
+    let etcd = Arc::new(
+        EtcdStore::connect(&server.url(), &opts())
+            .await
+            .expect("store"),
+    );
+    let store: DynStore = etcd.clone();
+    let ttl = Duration::from_secs(2);
+    let electors: Vec<Elector> = (0..20)
+        .map(|i| {
+            Elector::builder(store.clone())
+                .election(format!("shared-{i:02}"))
+                .ttl(ttl)
+                .build()
+                .expect("elector")
+        })
+        .collect();
+    for e in &electors {
+        tokio::time::timeout(Duration::from_secs(10), e.acquired())
+            .await
+            .expect("leads")
+            .expect("alive");
+    }
+    let mut client =
+        etcd_client::Client::connect([server.url().replace("etcd://", "http://")], None)
+            .await
+            .expect("etcd client");
+    let keys = client
+        .get(
+            "tenure_/lease/",
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .expect("lease keys");
+    assert_eq!(keys.kvs().len(), 20);
+    let on: std::collections::BTreeSet<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
+    assert_eq!(on.len(), 1, "all 20 lease keys on one etcd lease: {on:?}");
+    let leases = client.leases().await.expect("leases").leases().len();
+    // One for the tenures (2 s) and one for the member registrations (3 × ttl).
+    assert!(leases <= 2, "{leases} etcd leases for 20 elections");
+
+    // Count keep-alive rounds over 9 renew periods (ttl/3 each).
+    let before = etcd.keep_alive_rounds();
+    let window = Duration::from_secs(6);
+    tokio::time::sleep(window).await;
+    let rounds = etcd.keep_alive_rounds() - before;
+    let periods = (window.as_millis() / (ttl / 3).as_millis()) as u64;
+    eprintln!(
+        "keep-alive rounds in {window:?}: {rounds} for 20 elections ({periods} renew periods; unshared: >= {})",
+        20 * periods
+    );
+    // About one per renew period, plus the member lease's (once per 2 s here).
+    assert!(
+        rounds <= 2 * periods + 6,
+        "{rounds} keep-alive rounds in {periods} renew periods"
+    );
+    for e in &electors {
+        assert!(e.is_leader(), "still leading");
+    }
+    let leases = client.leases().await.expect("leases").leases().len();
+    assert!(leases <= 2, "{leases} etcd leases after renewals");
+    for e in electors {
+        e.shutdown().await.expect("shutdown");
+    }
+}
+
+/// A tenure abandoned without release (its elector stopped, another election
+/// of the same store still renewing the shared lease) is swept, and another
+/// process takes over within ttl + sweep interval + 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_tenure_on_the_shared_lease_is_taken_over() {
+    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+        return;
+    };
+    let a = connect(&server.url(), &opts()).await.expect("store a");
+    let b = connect(&server.url(), &opts()).await.expect("store b");
+    let ttl = Duration::from_secs(2);
+    let build = |store: &tenure::store::DynStore, election: &str, id: &str| {
+        Elector::builder(store.clone())
+            .election(election)
+            .identity(id)
+            .ttl(ttl)
+            .release_on_shutdown(false)
+            .build()
+            .expect("elector")
+    };
+    let keep = build(&a, "kept", "a-keep");
+    let abandoned = build(&a, "abandoned", "a-gone");
+    let term = tokio::time::timeout(Duration::from_secs(10), abandoned.acquired())
+        .await
+        .expect("leads")
+        .expect("alive")
+        .term();
+    tokio::time::timeout(Duration::from_secs(10), keep.acquired())
+        .await
+        .expect("leads")
+        .expect("alive");
+    let successor = build(&b, "abandoned", "b");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    abandoned.shutdown().await.expect("stop without release");
+    let stopped = Instant::now();
+    let leadership = tokio::time::timeout(Duration::from_secs(10), successor.acquired())
+        .await
+        .expect("taken over")
+        .expect("alive");
+    let took = stopped.elapsed();
+    eprintln!("abandoned tenure taken over after {took:?}");
+    assert!(leadership.term() > term);
+    // ttl + sweep interval (ttl/4) + 1 s.
+    assert!(
+        took <= ttl + ttl / 4 + Duration::from_secs(1),
+        "took {took:?}"
+    );
+    assert!(keep.is_leader(), "the other election kept its leader");
+    let rec = b
+        .read(&tenure::store::ElectionKey::new("default", "abandoned"))
+        .await
+        .expect("read")
+        .expect("record");
+    assert_eq!(rec.start_reason, "expiry");
+    assert_eq!(
+        rec.previous_holder
+            .as_deref()
+            .map(|h| h.starts_with("a-gone#")),
+        Some(true)
+    );
+    keep.shutdown().await.ok();
+    successor.shutdown().await.ok();
+}

@@ -15,13 +15,21 @@
 //! | `<p>/member/<ns>/<election>/<holder>` | none (its liveness is a lease named in the value) | JSON: metadata, priority, times |
 //! | `<p>/history/<ns>/<election>/<term:020>` | none | JSON: one term |
 //!
-//! * **One lease per tenure** (and per member registration), not one per
-//!   process: a process-wide lease would keep alive the lease key of an
-//!   election its elector stopped renewing (shutdown without release, a stuck
-//!   task) for as long as any other election of the process renews. Nothing
-//!   keeps a lease alive in the background: only renewals and heartbeats do.
-//! * **Acquire**: a lease is granted for the tenure after the call started,
-//!   so the key lives at least `ttl` from the caller's `t0`; then one
+//! * **One lease per process** (per store instance and lease length, whole
+//!   seconds): every tenure and member registration of that length is on it,
+//!   and one keep-alive round serves every renewal of a renew instant (the
+//!   electors renew on a shared grid; a round waits 10 ms to gather them).
+//!   A key whose elector stopped renewing without releasing (shutdown without
+//!   release, a stuck task) would live as long as any other election of the
+//!   process renews, so the store tracks, per tenure, the start of its last
+//!   acquire/renew (monotonic clock) and a **sweeper** (every quarter of the
+//!   shortest TTL held) deletes, by the release transaction (recording the end
+//!   as `expired`), any tenure not renewed for longer than its TTL; its
+//!   elector's deadline (`t0 + ttl·(1−drift)`) passed before that. Member
+//!   registrations not heartbeated within their TTL are marked lapsed the
+//!   same way. If the process dies, the lease expires and takes every key.
+//! * **Acquire**: the process lease is kept alive (or granted) after the
+//!   call started, so the key lives at least `ttl` from the caller's `t0`; then one
 //!   transaction: the lease key must not exist (`create_revision == 0`) and
 //!   the state and hand-over keys must be as read (the hand-over key admitting
 //!   us); it creates the lease key on that lease. The **term is the revision
@@ -39,8 +47,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use etcd_client::{
@@ -63,16 +71,29 @@ const SECOND: Duration = Duration::from_secs(1);
 /// How long one keep-alive round trip may take before the stream is dropped.
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a renewal or heartbeat waits for others to join its keep-alive
+/// round: electors renew on a shared grid, so the renewals of one instant
+/// share one keep-alive. Short against any renew period (TTLs are >= 1 s).
+const GATHER: Duration = Duration::from_millis(10);
+
 /// The etcd store; see the [module documentation](self).
 pub struct EtcdStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     client: Client,
     prefix: String,
     described: String,
     history_retention: u64,
-    leases: Mutex<HashMap<Slot, Arc<ProcessLease>>>,
+    /// The process leases, one per lease length (whole seconds).
+    leases: Mutex<HashMap<i64, Arc<ProcessLease>>>,
+    /// What this store holds on those leases, for the sweeper.
+    held: Mutex<Held>,
     changes: broadcast::Sender<Option<ElectionKey>>,
     watcher: tokio::task::JoinHandle<()>,
     endpoints: Option<tokio::task::JoinHandle<()>>,
+    sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// When this process first saw an expired lease (lease key gone, state
     /// still naming the holder), per election and term: followers measure the
     /// succession grace from there, since etcd does not say when a lease expired.
@@ -82,19 +103,104 @@ pub struct EtcdStore {
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
+            .field("store", &self.inner.described)
+            .field("prefix", &self.inner.prefix)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
             .field("store", &self.described)
             .field("prefix", &self.prefix)
             .finish()
     }
 }
 
-impl Drop for EtcdStore {
+impl Drop for Inner {
     fn drop(&mut self) {
         self.watcher.abort();
         if let Some(t) = &self.endpoints {
             t.abort();
         }
+        if let Some(t) = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
     }
+}
+
+/// Everything this store keeps on its process leases. A key on a shared lease
+/// lives as long as *any* election of the process renews, so each one is
+/// tracked here and deleted by the sweeper once its own renewals stop.
+#[derive(Default)]
+struct Held {
+    /// Tenures we acquired, by (election, term).
+    tenures: HashMap<(ElectionKey, u64), HeldTenure>,
+    /// Acquisitions whose transaction was (or may have been) sent but whose
+    /// outcome we do not know (an error, or a caller that gave up).
+    pending: HashMap<(ElectionKey, String), PendingAcquire>,
+    /// Acquisitions in progress, by (election, holder).
+    acquiring: HashMap<(ElectionKey, String), usize>,
+    /// Member registrations, by (election, holder).
+    members: HashMap<(ElectionKey, String), HeldMember>,
+}
+
+struct HeldTenure {
+    holder: String,
+    lease: Arc<ProcessLease>,
+    /// The lease the key was created on.
+    lease_id: i64,
+    ttl: Duration,
+    /// Start of the last acquire/renew call plus its TTL (monotonic clock):
+    /// the elector's own deadline is before this, so past it nobody believes
+    /// in this tenure and the sweeper may delete its key.
+    sweep_after: Instant,
+}
+
+struct PendingAcquire {
+    lease_id: i64,
+    ttl: Duration,
+    sweep_after: Instant,
+}
+
+struct HeldMember {
+    ttl: Duration,
+    sweep_after: Instant,
+    /// The member key's revision as our last heartbeat wrote it (0: none yet).
+    mod_rev: i64,
+}
+
+/// Counts an acquisition in progress for the sweeper, until dropped.
+struct Acquiring<'a> {
+    inner: &'a Inner,
+    id: (ElectionKey, String),
+}
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        let mut held = self.inner.held();
+        if let Some(n) = held.acquiring.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                held.acquiring.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// How a tenure ends.
+#[derive(Clone, Copy)]
+enum End<'a> {
+    Released,
+    HandedOver(&'a Handover, Duration, &'a str),
+    /// Swept: its elector stopped renewing without releasing.
+    Expired,
 }
 
 /// A parsed `etcd://` URL.
@@ -244,15 +350,6 @@ struct HistoryValue {
     end_at_us: Option<i64>,
 }
 
-/// What one of our etcd leases keeps alive.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Slot {
-    /// The lease key of one tenure (election, term).
-    Tenure(ElectionKey, u64),
-    /// One member registration (election, holder).
-    Member(ElectionKey, String),
-}
-
 /// The outcome of a keep-alive round.
 #[derive(Clone, Debug)]
 enum Kept {
@@ -268,9 +365,16 @@ struct LeaseConn {
     stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
     /// The round number and outcome of the last completed round.
     last: Option<(u64, std::result::Result<Kept, String>)>,
+    /// When the last round that found the lease alive was sent (or granted).
+    alive_at: Option<(i64, Instant)>,
+    /// A round sent its keep-alive and has not read the answer yet. Still set
+    /// when the next round starts, the caller gave up mid-round: the stream
+    /// then holds an answer to an older send and must not be read.
+    in_round: bool,
 }
 
-/// One etcd lease of ours (a tenure's or a member's), of whole seconds.
+/// The etcd lease this process shares among all its tenures and member
+/// registrations of one length (whole seconds).
 struct ProcessLease {
     secs: i64,
     /// Rounds whose keep-alive was sent (incremented before sending).
@@ -288,8 +392,10 @@ impl ProcessLease {
     }
 
     /// A keep-alive sent after this call started: shares a round with
-    /// concurrent callers when that round was sent after they started.
-    async fn keep_alive(&self, client: &Client) -> std::result::Result<Kept, String> {
+    /// concurrent callers when that round was sent after they started. With
+    /// `gather`, the round waits [`GATHER`] first, so that the renewals of one
+    /// grid instant share it.
+    async fn keep_alive(&self, client: &Client, gather: bool) -> std::result::Result<Kept, String> {
         let started = self.sent.load(Ordering::SeqCst);
         let mut conn = self.conn.lock().await;
         if let Some((round, result)) = &conn.last {
@@ -297,10 +403,19 @@ impl ProcessLease {
                 return result.clone();
             }
         }
+        if gather {
+            // Callers arriving meanwhile queue on `conn` having read `sent`
+            // before this round is numbered: they share it.
+            tokio::time::sleep(GATHER).await;
+        }
         let mut wait = Duration::from_millis(50);
         loop {
             let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            let sent_at = Instant::now();
             let result = Self::round(&mut conn, client).await;
+            if let Ok(Kept::Alive(id)) = &result {
+                conn.alive_at = Some((*id, sent_at));
+            }
             if result.is_err() {
                 // A late answer on this stream would belong to this round:
                 // never read it as a later round's.
@@ -324,23 +439,40 @@ impl ProcessLease {
         let Some(id) = conn.id else {
             return Ok(Kept::Expired);
         };
-        if conn.stream.is_none() {
-            let mut c = client.clone();
-            let s = tokio::time::timeout(KEEPALIVE_TIMEOUT, c.lease_keep_alive(id))
-                .await
-                .map_err(|_| "keep-alive stream did not open in time".to_string())?
-                .map_err(|e| e.to_string())?;
-            conn.stream = Some(s);
+        if std::mem::take(&mut conn.in_round) {
+            conn.stream = None;
         }
-        let Some((keeper, stream)) = conn.stream.as_mut() else {
+        if conn.stream.is_none() {
+            // Opening the stream sends a keep-alive and reads its answer:
+            // that is this round (sent after every waiting caller started).
+            let mut c = client.clone();
+            return match tokio::time::timeout(KEEPALIVE_TIMEOUT, c.lease_keep_alive(id)).await {
+                Err(_) => Err("keep-alive stream did not open in time".to_string()),
+                Ok(Ok(s)) => {
+                    conn.stream = Some(s);
+                    Ok(Kept::Alive(id))
+                }
+                Ok(Err(e)) if is_lease_not_found(&e) => {
+                    conn.id = None;
+                    Ok(Kept::Expired)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+            };
+        }
+        conn.in_round = true;
+        let Some((keeper, _)) = conn.stream.as_mut() else {
             return Err("no keep-alive stream".into());
         };
         keeper.keep_alive().await.map_err(|e| e.to_string())?;
+        let Some((_, stream)) = conn.stream.as_mut() else {
+            return Err("no keep-alive stream".into());
+        };
         let resp = tokio::time::timeout(KEEPALIVE_TIMEOUT, stream.message())
             .await
             .map_err(|_| "keep-alive not answered in time".to_string())?
             .map_err(|e| e.to_string())?
             .ok_or_else(|| "keep-alive stream closed".to_string())?;
+        conn.in_round = false;
         if resp.ttl() > 0 && resp.id() == id {
             Ok(Kept::Alive(id))
         } else {
@@ -350,11 +482,26 @@ impl ProcessLease {
         }
     }
 
+    /// A lease that was alive for its full TTL from a moment at most `age`
+    /// ago (a recent round is reused; else as [`Self::fresh`]). For member
+    /// heartbeats, whose liveness is not a safety matter.
+    async fn recent(&self, store: &Inner, age: Duration) -> Result<i64> {
+        {
+            let conn = self.conn.lock().await;
+            if let (Some(id), Some((alive, at))) = (conn.id, conn.alive_at) {
+                if id == alive && at.elapsed() < age {
+                    return Ok(id);
+                }
+            }
+        }
+        self.fresh(store, true).await
+    }
+
     /// A lease alive for its full TTL from a moment after this call started:
     /// kept alive, or granted afresh if it had expired.
-    async fn fresh(&self, store: &EtcdStore) -> Result<i64> {
+    async fn fresh(&self, store: &Inner, gather: bool) -> Result<i64> {
         let started = self.sent.load(Ordering::SeqCst);
-        match self.keep_alive(&store.client).await {
+        match self.keep_alive(&store.client, gather).await {
             Ok(Kept::Alive(id)) => return Ok(id),
             Ok(Kept::Expired) => {}
             Err(e) => return Err(store.unavailable(format!("lease keep-alive failed: {e}"))),
@@ -367,6 +514,7 @@ impl ProcessLease {
             }
         }
         let secs = self.secs;
+        let sent_at = Instant::now();
         let granted = retry(&store.client, |mut c| async move {
             c.lease_grant(secs, None).await
         })
@@ -377,12 +525,9 @@ impl ProcessLease {
         // A grant is as fresh as a keep-alive: record it as a round.
         let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
         conn.last = Some((round, Ok(Kept::Alive(granted.id()))));
+        conn.alive_at = Some((granted.id(), sent_at));
         tracing::debug!(store = %store.described, lease = granted.id(), ttl = granted.ttl(), "granted an etcd lease");
         Ok(granted.id())
-    }
-
-    async fn current(&self) -> Option<i64> {
-        self.conn.lock().await.id
     }
 }
 
@@ -577,17 +722,211 @@ impl EtcdStore {
         ));
         let endpoints = (parsed.endpoints.len() > 1)
             .then(|| tokio::spawn(endpoint_health(client.clone(), parsed.endpoints.clone())));
-        Ok(Self {
+        let inner = Arc::new(Inner {
             endpoints,
             client,
             prefix: options.table_prefix.clone(),
             described,
             history_retention: options.history_retention.max(1),
             leases: Mutex::new(HashMap::new()),
+            held: Mutex::new(Held::default()),
             changes: tx,
             watcher,
+            sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
-        })
+        });
+        let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
+        *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        Ok(Self { inner })
+    }
+
+    /// Keep-alive rounds sent (and leases granted) so far, over all this
+    /// store's process leases. For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn keep_alive_rounds(&self) -> u64 {
+        let leases = self.inner.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases.values().map(|l| l.sent.load(Ordering::SeqCst)).sum()
+    }
+
+    /// Tenures and member registrations this store is tracking on its process
+    /// leases (for the sweeper). For tests.
+    #[doc(hidden)]
+    pub fn tracked(&self) -> (usize, usize) {
+        let held = self.inner.held();
+        (held.tenures.len(), held.members.len())
+    }
+}
+
+/// Deletes the keys of tenures and member registrations whose renewals or
+/// heartbeats stopped without a release (the process lease would keep them
+/// alive as long as any other election of this process renews). Runs every
+/// quarter of the shortest TTL held; ends when the store is dropped.
+async fn sweep_loop(inner: Weak<Inner>) {
+    loop {
+        let period = match inner.upgrade() {
+            Some(i) => i.sweep_period(),
+            None => return,
+        };
+        tokio::time::sleep(period).await;
+        let Some(i) = inner.upgrade() else { return };
+        i.sweep().await;
+    }
+}
+
+impl Inner {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A quarter of the shortest TTL held (250 ms when nothing is held).
+    fn sweep_period(&self) -> Duration {
+        let held = self.held();
+        let ttls = held
+            .tenures
+            .values()
+            .map(|t| t.ttl)
+            .chain(held.pending.values().map(|p| p.ttl))
+            .chain(held.members.values().map(|m| m.ttl));
+        (ttls.min().unwrap_or(SECOND) / 4).clamp(Duration::from_millis(100), SECOND)
+    }
+
+    /// One sweep: ends every tracked tenure, unknown acquisition and member
+    /// registration whose last renewal/heartbeat started more than its TTL ago.
+    async fn sweep(&self) {
+        let now = Instant::now();
+        let (tenures, pending, members) = {
+            let mut held = self.held();
+            let tenures: Vec<_> = held
+                .tenures
+                .iter()
+                .filter(|(_, t)| now > t.sweep_after)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let tenures: Vec<_> = tenures
+                .into_iter()
+                .filter_map(|id| held.tenures.remove_entry(&id))
+                .collect();
+            let pending: Vec<_> = held
+                .pending
+                .iter()
+                .filter(|(id, p)| now > p.sweep_after && !held.acquiring.contains_key(*id))
+                .map(|(id, _)| id.clone())
+                .collect();
+            let pending: Vec<_> = pending
+                .into_iter()
+                .filter_map(|id| held.pending.remove_entry(&id))
+                .collect();
+            let members: Vec<_> = held
+                .members
+                .iter()
+                .filter(|(_, m)| now > m.sweep_after)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let members: Vec<_> = members
+                .into_iter()
+                .filter_map(|id| held.members.remove_entry(&id))
+                .collect();
+            (tenures, pending, members)
+        };
+        for ((key, term), t) in tenures {
+            let tenure = Tenure {
+                key: key.clone(),
+                holder: t.holder.clone(),
+                term,
+            };
+            match self.end_tenure(&tenure, End::Expired).await {
+                Ok(true) => {
+                    tracing::info!(store = %self.described, election = %key, term, holder = %t.holder, "deleted a tenure not renewed within its TTL")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(election = %key, term, "sweep failed, retrying: {e}");
+                    // Still ours to sweep (or to revive, by a renewal that
+                    // starts now: then the key lives a TTL past its start).
+                    self.held().tenures.entry((key, term)).or_insert(t);
+                }
+            }
+        }
+        for ((key, holder), p) in pending {
+            if let Err(e) = self.sweep_pending(&key, &holder, p.lease_id).await {
+                tracing::debug!(election = %key, "sweep of an unknown acquisition failed: {e}");
+            }
+        }
+        for ((key, holder), m) in members {
+            if m.mod_rev == 0 {
+                continue;
+            }
+            match self.lapse_member(&key, &holder, m.mod_rev).await {
+                Ok(true) => {
+                    tracing::info!(store = %self.described, election = %key, holder = %holder, "a member registration not heartbeated within its TTL lapsed")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(election = %key, "member sweep failed, retrying: {e}");
+                    self.held().members.entry((key, holder)).or_insert(m);
+                }
+            }
+        }
+    }
+
+    /// Marks a member registration lapsed, as its own lease's expiry would:
+    /// the value names no lease any more (so it reads as not live, and
+    /// [`LeaseStore::reap`] removes it). Only if it is still as our last
+    /// heartbeat wrote it.
+    async fn lapse_member(&self, key: &ElectionKey, holder: &str, mod_rev: i64) -> Result<bool> {
+        let mk = format!("{}{}", self.member_prefix(key), seg(holder));
+        let resp = self
+            .get(mk.clone(), None)
+            .await
+            .map_err(|e| self.map_err(e))?;
+        let Some(kv) = resp.kvs().first().filter(|kv| kv.mod_revision() == mod_rev) else {
+            return Ok(false);
+        };
+        let Ok(mut v) = serde_json::from_slice::<MemberValue>(kv.value()) else {
+            return Ok(false);
+        };
+        v.lease = 0;
+        let v = serde_json::to_vec(&v).map_err(|e| self.protocol(e.to_string()))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, mod_rev)])
+            .and_then([TxnOp::put(mk, v, None)]);
+        let r = self.txn(txn).await.map_err(|e| self.map_err(e))?;
+        Ok(r.succeeded())
+    }
+
+    /// An acquisition whose outcome we never learned: if its key exists (ours,
+    /// on the lease granted for it) and nobody of ours holds that term or is
+    /// acquiring it, end it. The checks are made after the read, so a key
+    /// created by a newer acquisition (tracked, or still in progress) is left
+    /// alone; the transaction pins the exact key read (its create revision).
+    async fn sweep_pending(&self, key: &ElectionKey, holder: &str, lease_id: i64) -> Result<()> {
+        let resp = self
+            .get(self.k("lease", key), None)
+            .await
+            .map_err(|e| self.map_err(e))?;
+        let Some(kv) = resp.kvs().first() else {
+            return Ok(());
+        };
+        if kv.value() != holder.as_bytes() || kv.lease() != lease_id {
+            return Ok(());
+        }
+        let term = kv.create_revision() as u64;
+        {
+            let held = self.held();
+            let id = (key.clone(), holder.to_string());
+            if held.acquiring.contains_key(&id) || held.tenures.contains_key(&(key.clone(), term)) {
+                return Ok(());
+            }
+        }
+        let tenure = Tenure {
+            key: key.clone(),
+            holder: holder.to_string(),
+            term,
+        };
+        if self.end_tenure(&tenure, End::Expired).await? {
+            tracing::info!(store = %self.described, election = %key, term, "deleted the key of an acquisition whose answer was lost");
+        }
+        Ok(())
     }
 
     fn k(&self, kind: &str, key: &ElectionKey) -> String {
@@ -629,40 +968,22 @@ impl EtcdStore {
         map_client_error(&self.described, e)
     }
 
-    /// The lease kept for `slot`, if it lasts at least `ttl`.
-    fn lease_of(&self, slot: &Slot, ttl: Duration) -> Option<Arc<ProcessLease>> {
-        let leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        leases
-            .get(slot)
-            .filter(|l| l.secs >= lease_secs(ttl))
-            .cloned()
-    }
-
-    /// The lease for `slot`, replaced by a new (not yet granted) one if it is
-    /// missing or of another length.
-    fn lease_for(&self, slot: Slot, ttl: Duration) -> Arc<ProcessLease> {
+    /// The process lease for TTLs of this length (created, not yet granted,
+    /// on first use).
+    fn process_lease(&self, ttl: Duration) -> Arc<ProcessLease> {
         let secs = lease_secs(ttl);
         let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        let lease = leases
-            .entry(slot)
-            .or_insert_with(|| Arc::new(ProcessLease::new(secs)));
-        if lease.secs != secs {
-            *lease = Arc::new(ProcessLease::new(secs));
-        }
-        lease.clone()
+        leases
+            .entry(secs)
+            .or_insert_with(|| Arc::new(ProcessLease::new(secs)))
+            .clone()
     }
 
-    fn forget_slot(&self, slot: &Slot) {
-        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        leases.remove(slot);
-    }
-
-    /// Revokes a lease we no longer need, in the background (it would expire anyway).
-    fn revoke_later(&self, id: i64) {
-        let mut c = self.client.clone();
-        tokio::spawn(async move {
-            let _ = c.lease_revoke(id).await;
-        });
+    /// Marks an acquisition of `key` by `holder` in progress until dropped.
+    fn acquiring(&self, key: &ElectionKey, holder: &str) -> Acquiring<'_> {
+        let id = (key.clone(), holder.to_string());
+        *self.held().acquiring.entry(id.clone()).or_default() += 1;
+        Acquiring { inner: self, id }
     }
 
     async fn txn(
@@ -957,7 +1278,9 @@ impl EtcdStore {
     }
 
     async fn try_acquire_once(&self, claim: &Claim) -> Result<Option<Acquire>> {
+        let started = Instant::now();
         let key = &claim.key;
+        let _acquiring = self.acquiring(key, &claim.holder);
         let (snap, _) = self.snapshot(key).await?;
         if snap.lease.is_some() {
             return Ok(Some(Acquire::Held(self.record(key, &snap).await?)));
@@ -976,6 +1299,12 @@ impl EtcdStore {
             Some(s) if s.holder.is_some() && s.end_reason.is_empty() => {
                 ("expiry".to_string(), s.holder.clone(), s.expires_at_us)
             }
+            // Swept by its own process: an expiry too.
+            Some(s) if s.end_reason == "expired" => (
+                "expiry".to_string(),
+                s.previous_holder.clone(),
+                s.ended_at_us,
+            ),
             Some(s) if s.end_reason == "released" || s.end_reason.is_empty() => {
                 ("release".to_string(), None, s.ended_at_us)
             }
@@ -996,10 +1325,10 @@ impl EtcdStore {
             ended_at_us: 0,
         };
         let state_bytes = serde_json::to_vec(&state).map_err(|e| self.protocol(e.to_string()))?;
-        // A lease of its own for this tenure, granted after this call started:
-        // the key then lives at least `ttl` from now unless renewed.
-        let lease = Arc::new(ProcessLease::new(lease_secs(claim.ttl)));
-        let lease_id = lease.fresh(self).await?;
+        // The process lease of this length, kept alive (or granted) after
+        // this call started: the key then lives at least `ttl` from now.
+        let lease = self.process_lease(claim.ttl);
+        let lease_id = lease.fresh(self, false).await?;
         let lk = self.k("lease", key);
         let sk = self.k("state", key);
         let hk = self.k("handover", key);
@@ -1022,13 +1351,24 @@ impl EtcdStore {
                 TxnOp::put(sk, state_bytes, None),
                 TxnOp::delete(hk, None),
             ]);
+        // Until the outcome is known, the sweeper must be able to find a key
+        // this may create (an error, or a caller that gives up mid-call).
+        let id = (key.clone(), claim.holder.clone());
+        self.held().pending.insert(
+            id.clone(),
+            PendingAcquire {
+                lease_id,
+                ttl: claim.ttl,
+                sweep_after: started + claim.ttl,
+            },
+        );
         let (resp, retried) = match self.txn_retried(txn).await {
             Ok(r) => r,
-            Err(e) if is_lease_not_found(&e) => return Ok(None),
-            Err(e) => {
-                self.revoke_later(lease_id);
-                return Err(self.map_err(e));
+            Err(e) if is_lease_not_found(&e) => {
+                self.held().pending.remove(&id);
+                return Ok(None);
             }
+            Err(e) => return Err(self.map_err(e)),
         };
         let term = if resp.succeeded() {
             resp.header()
@@ -1048,7 +1388,7 @@ impl EtcdStore {
                     kv.create_revision() as u64
                 }
                 _ => {
-                    self.revoke_later(lease_id);
+                    self.held().pending.remove(&id);
                     return Ok(Some(Acquire::Held(self.record(key, &snap).await?)));
                 }
             }
@@ -1061,8 +1401,18 @@ impl EtcdStore {
             end_at_us: None,
         };
         {
-            let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-            leases.insert(Slot::Tenure(key.clone(), term), lease);
+            let mut held = self.held();
+            held.pending.remove(&id);
+            held.tenures.insert(
+                (key.clone(), term),
+                HeldTenure {
+                    holder: claim.holder.clone(),
+                    lease,
+                    lease_id,
+                    ttl: claim.ttl,
+                    sweep_after: started + claim.ttl,
+                },
+            );
         }
         let prev_close = previous_holder
             .as_ref()
@@ -1090,11 +1440,11 @@ impl EtcdStore {
 
     /// Ends `tenure` in one transaction: deletes the lease key, records the
     /// end in the state, and for a hand-over writes the hand-over key.
-    async fn end_tenure(
-        &self,
-        tenure: &Tenure,
-        handover: Option<(&Handover, Duration, &str)>,
-    ) -> Result<bool> {
+    async fn end_tenure(&self, tenure: &Tenure, end: End<'_>) -> Result<bool> {
+        let handover = match end {
+            End::HandedOver(to, window, reason) => Some((to, window, reason)),
+            End::Released | End::Expired => None,
+        };
         let key = &tenure.key;
         let lk = self.k("lease", key);
         let sk = self.k("state", key);
@@ -1110,9 +1460,24 @@ impl EtcdStore {
             .first()
             .and_then(|kv| serde_json::from_slice(kv.value()).ok());
         let old = old.unwrap_or_default();
-        let reason = handover
-            .map(|(_, _, r)| r.to_string())
-            .unwrap_or_else(|| "released".into());
+        // A swept tenure's history ends, like an expired lease's, at its
+        // estimated expiry. The state says "now": followers measure the
+        // succession grace from when the key went away.
+        let ended = match end {
+            End::Expired
+                if old.holder.as_deref() == Some(tenure.holder.as_str())
+                    && old.end_reason.is_empty()
+                    && old.expires_at_us > 0 =>
+            {
+                old.expires_at_us.min(now)
+            }
+            _ => now,
+        };
+        let reason = match end {
+            End::Released => "released".to_string(),
+            End::Expired => "expired".to_string(),
+            End::HandedOver(_, _, r) => r.to_string(),
+        };
         let state = State {
             term: Some(tenure.term),
             holder: None,
@@ -1181,16 +1546,11 @@ impl EtcdStore {
                     && st.ended_at_us == now
             });
         }
+        // Ended now or earlier (or never ours): either way nothing of ours
+        // to keep alive or sweep. The process lease itself stays: it is shared.
+        self.held().tenures.remove(&(key.clone(), tenure.term));
         if done {
-            let slot = Slot::Tenure(key.clone(), tenure.term);
-            let lease = self.lease_of(&slot, Duration::ZERO);
-            self.forget_slot(&slot);
-            if let Some(l) = lease {
-                if let Some(id) = l.current().await {
-                    self.revoke_later(id);
-                }
-            }
-            self.close_history(key, tenure.term, &reason, now).await;
+            self.close_history(key, tenure.term, &reason, ended).await;
         }
         Ok(done)
     }
@@ -1361,10 +1721,73 @@ fn parse_election_key(prefix: &str, key: &[u8]) -> Option<ElectionKey> {
 #[async_trait]
 impl LeaseStore for EtcdStore {
     fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        self.inner.try_acquire(claim).await
+    }
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.inner.renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.inner.release(tenure).await
+    }
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        self.inner.read(key).await
+    }
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        self.inner.list(namespace).await
+    }
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.inner.members(key).await
+    }
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.inner.reap(key).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        self.inner.hand_over(tenure, to, window, reason).await
+    }
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        self.inner.request_handover(key, to, window, reason).await
+    }
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        self.inner.history(key, limit).await
+    }
+    fn subscribe(&self) -> Option<Changes> {
+        self.inner.subscribe()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for Inner {
+    fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
             fenced_transactions: false,
-            batch_renew: false,
+            // One keep-alive of the process lease serves every renewal of a
+            // renew instant (each still checks its own key, read-only).
+            batch_renew: true,
             durable: true,
             min_ttl: SECOND,
             sparse_terms: true,
@@ -1389,14 +1812,20 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        // Only the tenure's own lease, and only if it lasts at least `ttl`.
-        let slot = Slot::Tenure(tenure.key.clone(), tenure.term);
-        let Some(lease) = self.lease_of(&slot, ttl) else {
-            return Ok(false);
-        };
-        let Some(lease_id) = lease.current().await else {
-            self.forget_slot(&slot);
-            return Ok(false);
+        let started = Instant::now();
+        // Only a tenure we hold (not yet swept), on a lease of at least `ttl`.
+        // Pushing its sweep time to a TTL past this call's start, before
+        // anything is sent, keeps the sweeper off it while this call may succeed.
+        let (lease, lease_id) = {
+            let mut held = self.held();
+            match held.tenures.get_mut(&(tenure.key.clone(), tenure.term)) {
+                Some(t) if t.holder == tenure.holder && t.lease.secs >= lease_secs(ttl) => {
+                    t.sweep_after = t.sweep_after.max(started + ttl);
+                    t.ttl = ttl;
+                    (t.lease.clone(), t.lease_id)
+                }
+                _ => return Ok(false),
+            }
         };
         let key = &tenure.key;
         let lk = self.k("lease", key);
@@ -1412,18 +1841,17 @@ impl LeaseStore for EtcdStore {
                 Compare::create_revision(hk, CompareOp::Equal, 0),
             ])
             .and_then([TxnOp::get(sk.clone(), None)]);
-        let (kept, checked) = tokio::join!(lease.keep_alive(&self.client), self.txn(txn));
+        // The keep-alive is shared with every renewal of this instant (one
+        // round for all, sent after each of them started). A failed renewal
+        // keeps its tracking entry: its key, if any is left, is the sweeper's.
+        let (kept, checked) = tokio::join!(lease.keep_alive(&self.client, true), self.txn(txn));
         let checked = checked.map_err(|e| self.map_err(e))?;
         match kept {
             Ok(Kept::Alive(id)) if id == lease_id => {}
-            Ok(_) => {
-                self.forget_slot(&slot);
-                return Ok(false);
-            }
+            Ok(_) => return Ok(false),
             Err(e) => return Err(self.unavailable(format!("lease keep-alive failed: {e}"))),
         }
         if !checked.succeeded() {
-            self.forget_slot(&slot);
             return Ok(false);
         }
         // Informational times: a best-effort update, conditional on the state
@@ -1452,7 +1880,7 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
-        self.end_tenure(tenure, None).await
+        self.end_tenure(tenure, End::Released).await
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
@@ -1486,8 +1914,22 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        let lease = self.lease_for(Slot::Member(member.key.clone(), member.holder.clone()), ttl);
-        let lease_id = lease.fresh(self).await?;
+        let started = Instant::now();
+        let id = (member.key.clone(), member.holder.clone());
+        {
+            let mut held = self.held();
+            let m = held.members.entry(id.clone()).or_insert(HeldMember {
+                ttl,
+                sweep_after: started + ttl,
+                mod_rev: 0,
+            });
+            m.sweep_after = m.sweep_after.max(started + ttl);
+            m.ttl = ttl;
+        }
+        // Membership is about liveness, not safety: a round of the process
+        // lease from the last third of the TTL will do.
+        let lease = self.process_lease(ttl);
+        let lease_id = lease.recent(self, ttl / 3).await?;
         let mk = format!("{}{}", self.member_prefix(&member.key), seg(&member.holder));
 
         let old = self
@@ -1518,7 +1960,20 @@ impl LeaseStore for EtcdStore {
         let txn = Txn::new()
             .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, rev)])
             .and_then([TxnOp::put(mk, v, None)]);
-        self.txn(txn).await.map_err(|e| self.map_err(e))?;
+        let r = self.txn(txn).await.map_err(|e| self.map_err(e))?;
+        if r.succeeded() {
+            if let Some(h) = r.header() {
+                // (Re-)tracked even if swept meanwhile: the key exists again.
+                let mut held = self.held();
+                let m = held.members.entry(id).or_insert(HeldMember {
+                    ttl,
+                    sweep_after: started + ttl,
+                    mod_rev: 0,
+                });
+                m.sweep_after = m.sweep_after.max(started + ttl);
+                m.mod_rev = h.revision();
+            }
+        }
         Ok(())
     }
 
@@ -1531,7 +1986,9 @@ impl LeaseStore for EtcdStore {
         })
         .await
         .map_err(|e| self.map_err(e))?;
-        self.forget_slot(&Slot::Member(key.clone(), holder.to_string()));
+        self.held()
+            .members
+            .remove(&(key.clone(), holder.to_string()));
         Ok(r.deleted() > 0)
     }
 
@@ -1627,7 +2084,8 @@ impl LeaseStore for EtcdStore {
         window: Duration,
         reason: &str,
     ) -> Result<bool> {
-        self.end_tenure(tenure, Some((to, window, reason))).await
+        self.end_tenure(tenure, End::HandedOver(to, window, reason))
+            .await
     }
 
     async fn request_handover(
