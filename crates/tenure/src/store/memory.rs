@@ -392,12 +392,7 @@ impl LeaseStore for MemoryStore {
                 live: m.expires_us > now,
             })
             .collect();
-        out.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a.joined_at_us.cmp(&b.joined_at_us))
-                .then(a.holder.cmp(&b.holder))
-        });
+        super::sort_successors_first(&mut out);
         Ok(out)
     }
 

@@ -25,6 +25,8 @@ mod registry;
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub mod sql;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod wakeups;
 
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
@@ -187,6 +189,17 @@ pub struct HistoryRecord {
     pub end_reason: String,
     /// When it ended (store clock, µs), if it has.
     pub end_at_us: Option<i64>,
+}
+
+/// Orders members as [`LeaseStore::members`] promises: best successor first
+/// (highest priority, then longest-serving, then by holder id for a stable order).
+pub(crate) fn sort_successors_first(members: &mut [MemberRecord]) {
+    members.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.joined_at_us.cmp(&b.joined_at_us))
+            .then(a.holder.cmp(&b.holder))
+    });
 }
 
 /// The identity part of a holder id (`identity#session`).

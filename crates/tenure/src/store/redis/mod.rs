@@ -429,12 +429,7 @@ impl LeaseStore for RedisStore {
                 live: expires_at_us > now,
             });
         }
-        out.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a.joined_at_us.cmp(&b.joined_at_us))
-                .then(a.holder.cmp(&b.holder))
-        });
+        super::sort_successors_first(&mut out);
         Ok(out)
     }
 

@@ -6,21 +6,17 @@
 //! have changed (messages published while it was away are lost: pub/sub does
 //! not queue).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
+use crate::store::wakeups::{Sender, Wakeups};
+use crate::store::Changes;
 use futures_util::StreamExt;
-use tokio::sync::broadcast;
-
-use crate::store::{Changes, ElectionKey};
-
-type Sender = broadcast::Sender<Option<ElectionKey>>;
 
 pub(super) struct PushHub {
     client: redis::Client,
     channel: String,
-    tx: Arc<Sender>,
-    started: Mutex<bool>,
+    wakeups: Wakeups,
 }
 
 impl PushHub {
@@ -28,26 +24,13 @@ impl PushHub {
         Self {
             client,
             channel,
-            tx: Arc::new(broadcast::channel(1024).0),
-            started: Mutex::new(false),
+            wakeups: Wakeups::new(),
         }
     }
 
     pub fn subscribe(&self) -> Option<Changes> {
-        let rx = self.tx.subscribe();
-        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
-        if !*started {
-            let Ok(rt) = tokio::runtime::Handle::try_current() else {
-                return None;
-            };
-            rt.spawn(listen(
-                self.client.clone(),
-                self.channel.clone(),
-                Arc::downgrade(&self.tx),
-            ));
-            *started = true;
-        }
-        Some(rx)
+        let (client, channel) = (self.client.clone(), self.channel.clone());
+        self.wakeups.subscribe(|tx| listen(client, channel, tx))
     }
 }
 

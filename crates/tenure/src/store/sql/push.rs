@@ -5,14 +5,13 @@
 //! subscription; it reconnects by itself and, after a reconnect, tells every
 //! subscriber that anything may have changed.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
+use crate::store::wakeups::{Sender, Wakeups};
+use crate::store::{Changes, ElectionKey};
 use sqlx::postgres::PgListener;
 use sqlx::AnyPool;
-use tokio::sync::broadcast;
-
-use crate::store::{Changes, ElectionKey};
 
 /// Separates namespace and election in a payload; names cannot contain it.
 const SEP: char = '\u{1f}';
@@ -21,8 +20,7 @@ const SEP: char = '\u{1f}';
 pub(super) struct PushHub {
     url: String,
     channel: String,
-    tx: Arc<broadcast::Sender<Option<ElectionKey>>>,
-    started: Mutex<bool>,
+    wakeups: Wakeups,
 }
 
 impl PushHub {
@@ -30,26 +28,13 @@ impl PushHub {
         Self {
             url,
             channel: format!("{prefix}changes"),
-            tx: Arc::new(broadcast::channel(1024).0),
-            started: Mutex::new(false),
+            wakeups: Wakeups::new(),
         }
     }
 
     pub fn subscribe(&self) -> Option<Changes> {
-        let rx = self.tx.subscribe();
-        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
-        if !*started {
-            let Ok(rt) = tokio::runtime::Handle::try_current() else {
-                return None;
-            };
-            rt.spawn(listen(
-                self.url.clone(),
-                self.channel.clone(),
-                Arc::downgrade(&self.tx),
-            ));
-            *started = true;
-        }
-        Some(rx)
+        let (url, channel) = (self.url.clone(), self.channel.clone());
+        self.wakeups.subscribe(|tx| listen(url, channel, tx))
     }
 
     pub async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
@@ -71,7 +56,7 @@ fn parse(payload: &str) -> Option<ElectionKey> {
 }
 
 /// Runs until the store (and with it the sender) is dropped.
-async fn listen(url: String, channel: String, tx: Weak<broadcast::Sender<Option<ElectionKey>>>) {
+async fn listen(url: String, channel: String, tx: Weak<Sender>) {
     let mut delay = Duration::from_millis(100);
     loop {
         if tx.strong_count() == 0 {

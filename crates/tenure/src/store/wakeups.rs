@@ -1,0 +1,48 @@
+//! The fan-out shared by the stores that push changes (PostgreSQL
+//! LISTEN/NOTIFY, Redis pub/sub): one listener task per store, started on the
+//! first subscription, feeding every subscriber through a broadcast channel.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::broadcast;
+
+use super::{Changes, ElectionKey};
+
+/// What a listener task sends into: it holds only a `Weak`, so it notices
+/// (and stops) when the store is dropped.
+pub(crate) type Sender = broadcast::Sender<Option<ElectionKey>>;
+
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    tx: Arc<Sender>,
+    started: Mutex<bool>,
+}
+
+impl Wakeups {
+    pub fn new() -> Self {
+        Self {
+            tx: Arc::new(broadcast::channel(1024).0),
+            started: Mutex::new(false),
+        }
+    }
+
+    /// A new subscriber; the first call spawns `listen` on the current tokio
+    /// runtime. `None` outside a runtime (callers then poll).
+    pub fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>
+    where
+        F: FnOnce(Weak<Sender>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let rx = self.tx.subscribe();
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if !*started {
+            let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                return None;
+            };
+            rt.spawn(listen(Arc::downgrade(&self.tx)));
+            *started = true;
+        }
+        Some(rx)
+    }
+}
