@@ -239,3 +239,53 @@ async fn an_abandoned_tenure_on_the_shared_lease_is_taken_over() {
     keep.shutdown().await.ok();
     successor.shutdown().await.ok();
 }
+
+/// With authentication on: a wrong password is `PermissionDenied` naming the
+/// fix and never the password; the right one works. A bad key prefix is a
+/// usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_and_bad_prefix_are_named() {
+    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+        return;
+    };
+    let plain = server.url();
+    let endpoint = plain.trim_start_matches("etcd://").to_string();
+    let mut admin = etcd_client::Client::connect([endpoint.clone()], None)
+        .await
+        .expect("admin client");
+    admin.user_add("root", "rootpw", None).await.expect("root");
+    admin
+        .user_grant_role("root", "root")
+        .await
+        .expect("root role");
+    admin.auth_enable().await.expect("auth on");
+
+    let err = connect(&format!("etcd://root:wrong-pw@{endpoint}"), &opts())
+        .await
+        .unwrap_err();
+    let s = err.to_string();
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err:?}");
+    assert!(s.contains("password") && !s.contains("wrong-pw"), "{s}");
+
+    let store = connect(&format!("etcd://root:rootpw@{endpoint}"), &opts())
+        .await
+        .expect("the right password works");
+    let elector = Elector::builder(store)
+        .election("auth")
+        .ttl(Duration::from_secs(2))
+        .build()
+        .expect("elector");
+    tokio::time::timeout(Duration::from_secs(10), elector.acquired())
+        .await
+        .expect("leads in time")
+        .expect("leads");
+    elector.shutdown().await.expect("shutdown");
+
+    let err = connect(&plain, &opts().with_table_prefix("bad prefix!"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_usage() && err.to_string().contains("prefix"),
+        "{err}"
+    );
+}
