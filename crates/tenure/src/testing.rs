@@ -18,6 +18,8 @@
 //!     .await;
 //! # }
 //! ```
+//!
+//! [`LeaseStore`]: crate::store::LeaseStore
 
 use std::future::Future;
 use std::pin::Pin;

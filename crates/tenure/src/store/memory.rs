@@ -4,6 +4,8 @@
 //! that), keeps time with any [`Clock`] so tests can move time by hand, and can be
 //! told to fail or hang to exercise the elector's error paths. It is not shared
 //! between processes and forgets everything when dropped.
+//!
+//! [`Clock`]: crate::clock::Clock
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

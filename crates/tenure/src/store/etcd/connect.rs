@@ -1,0 +1,151 @@
+//! Connecting: tells "down" from "not etcd" from "bad credentials", then
+//! starts the watch, endpoint-health and sweeper tasks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, GetOptions};
+use tokio::sync::broadcast;
+
+use super::endpoints::endpoint_health;
+use super::errors::map_client_error;
+use super::retry::retry;
+use super::sweeper::{sweep_loop, Held};
+use super::url::{parse_url, redact};
+use super::watch::watch_loop;
+use super::{EtcdStore, Inner};
+use crate::error::{Error, Result};
+use crate::store::StoreOptions;
+
+impl EtcdStore {
+    /// Connects to the etcd cluster a URL names and starts watching for changes.
+    ///
+    /// Fails within `options.connect_timeout` with [`Error::Unavailable`] when no
+    /// endpoint answers, [`Error::Protocol`] when an endpoint accepts TCP but is
+    /// not an etcd server, and [`Error::PermissionDenied`] for bad credentials.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
+        crate::names::validate_table_prefix(&options.table_prefix)?;
+        let parsed = parse_url(url)?;
+        let described = redact(url);
+        let timeout = options.connect_timeout;
+        let unavailable = |reason: String| Error::Unavailable {
+            store: described.clone(),
+            reason,
+        };
+        // Which endpoints accept TCP at all: tells "down" from "not etcd".
+        let mut reachable = 0;
+        for ep in &parsed.endpoints {
+            let addr = ep.trim_start_matches("http://");
+            if let Ok(Ok(_)) =
+                tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await
+            {
+                reachable += 1;
+            }
+        }
+        if reachable == 0 {
+            return Err(unavailable(format!(
+                "no endpoint accepts connections ({})",
+                parsed.endpoints.join(", ")
+            )));
+        }
+        let mut copts = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout.max(Duration::from_secs(2)))
+            .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+            .with_keep_alive_while_idle(true)
+            .with_require_leader(true);
+        if let Some((user, pass)) = &parsed.user {
+            copts = copts.with_user(user.clone(), pass.clone());
+        }
+        let not_etcd = || {
+            Error::Protocol {
+            store: described.clone(),
+            reason: format!(
+                "no etcd v3 (gRPC) answer within {timeout:?}: is this an etcd server? (an etcd URL names etcd client ports, default 2379)"
+            ),
+        }
+        };
+        let client = match tokio::time::timeout(
+            timeout,
+            Client::connect(parsed.endpoints.clone(), Some(copts)),
+        )
+        .await
+        {
+            Err(_) => return Err(not_etcd()),
+            Ok(Err(e)) => {
+                return Err(match map_client_error(&described, e) {
+                    Error::Unavailable { .. } => not_etcd(),
+                    other => other,
+                })
+            }
+            Ok(Ok(c)) => c,
+        };
+        // Ask until one endpoint answers (a cluster member may be down).
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            let mut probe = client.clone();
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, probe.status()).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => last = Some(map_client_error(&described, e)),
+                Err(_) => {}
+            }
+            if tokio::time::Instant::now() + Duration::from_millis(100) >= deadline {
+                return Err(match last {
+                    Some(Error::Unavailable { reason, .. })
+                        if reason.contains("no leader") || reason.contains("Unavailable") =>
+                    {
+                        unavailable(reason)
+                    }
+                    Some(e @ Error::PermissionDenied { .. }) => e,
+                    _ => not_etcd(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A read checks the credentials' permissions on our prefix.
+        let prefix = format!("{}/", options.table_prefix);
+        let read = retry(&client, |mut c| {
+            let prefix = prefix.clone();
+            async move {
+                c.get(
+                    prefix,
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+            }
+        });
+        match tokio::time::timeout(timeout, read).await {
+            Err(_) => return Err(unavailable(format!("no answer within {timeout:?}"))),
+            Ok(Err(e)) => return Err(map_client_error(&described, e)),
+            Ok(Ok(_)) => {}
+        }
+        let (tx, _) = broadcast::channel(1024);
+        let watcher = tokio::spawn(watch_loop(
+            client.clone(),
+            options.table_prefix.clone(),
+            tx.clone(),
+            described.clone(),
+        ));
+        let endpoints = (parsed.endpoints.len() > 1)
+            .then(|| tokio::spawn(endpoint_health(client.clone(), parsed.endpoints.clone())));
+        let inner = Arc::new(Inner {
+            endpoints,
+            client,
+            prefix: options.table_prefix.clone(),
+            described,
+            history_retention: options.history_retention.max(1),
+            leases: Mutex::new(HashMap::new()),
+            held: Mutex::new(Held::default()),
+            changes: tx,
+            watcher,
+            sweeper: Mutex::new(None),
+            freed_seen: Mutex::new(HashMap::new()),
+        });
+        let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
+        *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        Ok(Self { inner })
+    }
+}

@@ -1,0 +1,84 @@
+//! etcd client errors → the crate's errors, naming the fix where there is one.
+
+use super::Inner;
+use crate::error::Error;
+
+pub(super) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("lease not found")
+}
+
+/// Maps an etcd client error to the crate's error, naming the fix where there is one.
+pub(super) fn map_client_error(store: &str, e: etcd_client::Error) -> Error {
+    use etcd_client::Error as E;
+    let store = store.to_string();
+    match e {
+        E::GRpcStatus(s) => {
+            use tonic_code::*;
+            let msg = s.message().to_string();
+            match s.code() as i32 {
+                UNAUTHENTICATED | PERMISSION_DENIED => Error::PermissionDenied {
+                    store,
+                    reason: format!("{msg} (check the user and password in the URL, and the user's role on the key prefix)"),
+                },
+                INVALID_ARGUMENT | FAILED_PRECONDITION
+                    if msg.contains("authentication") || msg.contains("user name") || msg.contains("password") || msg.contains("auth") =>
+                {
+                    Error::PermissionDenied {
+                        store,
+                        reason: format!("{msg} (check the user and password in the URL)"),
+                    }
+                }
+                UNAVAILABLE | DEADLINE_EXCEEDED | CANCELLED | ABORTED | RESOURCE_EXHAUSTED | UNKNOWN => {
+                    Error::Unavailable { store, reason: format!("{:?}: {msg}", s.code()) }
+                }
+                _ => Error::Protocol { store, reason: format!("{:?}: {msg}", s.code()) },
+            }
+        }
+        E::InvalidArgs(m) | E::EndpointError(m) => Error::InvalidUrl {
+            url: store,
+            reason: m,
+        },
+        E::InvalidUri(u) => Error::InvalidUrl {
+            url: store,
+            reason: u.to_string(),
+        },
+        other => Error::Unavailable {
+            store,
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// gRPC status codes (as numbers, so we need not depend on tonic directly).
+pub(super) mod tonic_code {
+    pub const CANCELLED: i32 = 1;
+    pub const UNKNOWN: i32 = 2;
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const DEADLINE_EXCEEDED: i32 = 4;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
+    pub const ABORTED: i32 = 10;
+    pub const UNAVAILABLE: i32 = 14;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
+
+impl Inner {
+    pub(super) fn unavailable(&self, reason: String) -> Error {
+        Error::Unavailable {
+            store: self.described.clone(),
+            reason,
+        }
+    }
+
+    pub(super) fn protocol(&self, reason: impl Into<String>) -> Error {
+        Error::Protocol {
+            store: self.described.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(super) fn map_err(&self, e: etcd_client::Error) -> Error {
+        map_client_error(&self.described, e)
+    }
+}

@@ -1,0 +1,259 @@
+//! The process lease: one etcd lease per lease length, shared by every
+//! tenure and member registration of this store, kept alive in gathered rounds.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+
+use super::errors::is_lease_not_found;
+use super::retry::retry;
+use super::Inner;
+use crate::error::Result;
+
+/// The granularity of etcd leases.
+pub(super) const SECOND: Duration = Duration::from_secs(1);
+
+/// How long one keep-alive round trip may take before the stream is dropped.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a renewal or heartbeat waits for others to join its keep-alive
+/// round: electors renew on a shared grid, so the renewals of one instant
+/// share one keep-alive. Short against any renew period (TTLs are >= 1 s).
+const GATHER: Duration = Duration::from_millis(10);
+
+/// Whole seconds, rounded up, at least one.
+pub(super) fn lease_secs(d: Duration) -> i64 {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i64::try_from(s.max(1)).unwrap_or(i64::MAX)
+}
+
+/// The outcome of a keep-alive round.
+#[derive(Clone, Debug)]
+pub(super) enum Kept {
+    /// The lease (this id) is alive for at least its TTL from the round's send.
+    Alive(i64),
+    /// The lease has expired; a new one must be granted.
+    Expired,
+}
+
+#[derive(Default)]
+struct LeaseConn {
+    id: Option<i64>,
+    stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    /// The round number and outcome of the last completed round.
+    last: Option<(u64, std::result::Result<Kept, String>)>,
+    /// When the last round that found the lease alive was sent (or granted).
+    alive_at: Option<(i64, Instant)>,
+    /// A round sent its keep-alive and has not read the answer yet. Still set
+    /// when the next round starts, the caller gave up mid-round: the stream
+    /// then holds an answer to an older send and must not be read.
+    in_round: bool,
+}
+
+/// The etcd lease this process shares among all its tenures and member
+/// registrations of one length (whole seconds).
+pub(super) struct ProcessLease {
+    pub(super) secs: i64,
+    /// Rounds whose keep-alive was sent (incremented before sending).
+    pub(super) sent: AtomicU64,
+    conn: tokio::sync::Mutex<LeaseConn>,
+}
+
+impl ProcessLease {
+    fn new(secs: i64) -> Self {
+        Self {
+            secs,
+            sent: AtomicU64::new(0),
+            conn: tokio::sync::Mutex::new(LeaseConn::default()),
+        }
+    }
+
+    /// A keep-alive sent after this call started: shares a round with
+    /// concurrent callers when that round was sent after they started. With
+    /// `gather`, the round waits [`GATHER`] first, so that the renewals of one
+    /// grid instant share it.
+    pub(super) async fn keep_alive(
+        &self,
+        client: &Client,
+        gather: bool,
+    ) -> std::result::Result<Kept, String> {
+        let started = self.sent.load(Ordering::SeqCst);
+        let mut conn = self.conn.lock().await;
+        if let Some((round, result)) = &conn.last {
+            if *round > started {
+                return result.clone();
+            }
+        }
+        if gather {
+            // Callers arriving meanwhile queue on `conn` having read `sent`
+            // before this round is numbered: they share it.
+            tokio::time::sleep(GATHER).await;
+        }
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            let sent_at = Instant::now();
+            let result = Self::round(&mut conn, client).await;
+            if let Ok(Kept::Alive(id)) = &result {
+                conn.alive_at = Some((*id, sent_at));
+            }
+            if result.is_err() {
+                // A late answer on this stream would belong to this round:
+                // never read it as a later round's.
+                conn.stream = None;
+            }
+            conn.last = Some((round, result.clone()));
+            match result {
+                // A broken connection to one member: a new stream (and a new
+                // send, still after the caller started) may reach another.
+                Err(e) if wait <= Duration::from_millis(400) => {
+                    tracing::debug!("retrying a lease keep-alive: {e}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn round(conn: &mut LeaseConn, client: &Client) -> std::result::Result<Kept, String> {
+        let Some(id) = conn.id else {
+            return Ok(Kept::Expired);
+        };
+        if std::mem::take(&mut conn.in_round) {
+            conn.stream = None;
+        }
+        if conn.stream.is_none() {
+            // Opening the stream sends a keep-alive and reads its answer:
+            // that is this round (sent after every waiting caller started).
+            let mut c = client.clone();
+            return match tokio::time::timeout(KEEPALIVE_TIMEOUT, c.lease_keep_alive(id)).await {
+                Err(_) => Err("keep-alive stream did not open in time".to_string()),
+                Ok(Ok(s)) => {
+                    conn.stream = Some(s);
+                    Ok(Kept::Alive(id))
+                }
+                Ok(Err(e)) if is_lease_not_found(&e) => {
+                    conn.id = None;
+                    Ok(Kept::Expired)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+            };
+        }
+        conn.in_round = true;
+        let Some((keeper, _)) = conn.stream.as_mut() else {
+            return Err("no keep-alive stream".into());
+        };
+        keeper.keep_alive().await.map_err(|e| e.to_string())?;
+        let Some((_, stream)) = conn.stream.as_mut() else {
+            return Err("no keep-alive stream".into());
+        };
+        let resp = tokio::time::timeout(KEEPALIVE_TIMEOUT, stream.message())
+            .await
+            .map_err(|_| "keep-alive not answered in time".to_string())?
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "keep-alive stream closed".to_string())?;
+        conn.in_round = false;
+        if resp.ttl() > 0 && resp.id() == id {
+            Ok(Kept::Alive(id))
+        } else {
+            conn.id = None;
+            conn.stream = None;
+            Ok(Kept::Expired)
+        }
+    }
+
+    /// A lease that was alive for its full TTL from a moment at most `age`
+    /// ago (a recent round is reused; else as [`Self::fresh`]). For member
+    /// heartbeats, whose liveness is not a safety matter.
+    pub(super) async fn recent(&self, store: &Inner, age: Duration) -> Result<i64> {
+        {
+            let conn = self.conn.lock().await;
+            if let (Some(id), Some((alive, at))) = (conn.id, conn.alive_at) {
+                if id == alive && at.elapsed() < age {
+                    return Ok(id);
+                }
+            }
+        }
+        self.fresh(store, true).await
+    }
+
+    /// A lease alive for its full TTL from a moment after this call started:
+    /// kept alive, or granted afresh if it had expired.
+    pub(super) async fn fresh(&self, store: &Inner, gather: bool) -> Result<i64> {
+        let started = self.sent.load(Ordering::SeqCst);
+        match self.keep_alive(&store.client, gather).await {
+            Ok(Kept::Alive(id)) => return Ok(id),
+            Ok(Kept::Expired) => {}
+            Err(e) => return Err(store.unavailable(format!("lease keep-alive failed: {e}"))),
+        }
+        let mut conn = self.conn.lock().await;
+        if let Some((round, Ok(Kept::Alive(id)))) = &conn.last {
+            // A concurrent caller granted one after we started.
+            if *round > started && conn.id == Some(*id) {
+                return Ok(*id);
+            }
+        }
+        let secs = self.secs;
+        let sent_at = Instant::now();
+        let granted = retry(&store.client, |mut c| async move {
+            c.lease_grant(secs, None).await
+        })
+        .await
+        .map_err(|e| store.map_err(e))?;
+        conn.id = Some(granted.id());
+        conn.stream = None;
+        // A grant is as fresh as a keep-alive: record it as a round.
+        let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        conn.last = Some((round, Ok(Kept::Alive(granted.id()))));
+        conn.alive_at = Some((granted.id(), sent_at));
+        tracing::debug!(store = %store.described, lease = granted.id(), ttl = granted.ttl(), "granted an etcd lease");
+        Ok(granted.id())
+    }
+}
+
+impl Inner {
+    /// The process lease for TTLs of this length (created, not yet granted,
+    /// on first use).
+    pub(super) fn process_lease(&self, ttl: Duration) -> Arc<ProcessLease> {
+        let secs = lease_secs(ttl);
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases
+            .entry(secs)
+            .or_insert_with(|| Arc::new(ProcessLease::new(secs)))
+            .clone()
+    }
+
+    /// Remaining TTL of a lease, in whole seconds; `None` if it is gone.
+    pub(super) async fn lease_ttl(&self, id: i64) -> Result<Option<Duration>> {
+        if id == 0 {
+            return Ok(None);
+        }
+        let c = self.client.clone();
+        match retry(
+            &c,
+            |mut c| async move { c.lease_time_to_live(id, None).await },
+        )
+        .await
+        {
+            Ok(r) if r.ttl() >= 0 => Ok(Some(Duration::from_secs(r.ttl() as u64))),
+            Ok(_) => Ok(None),
+            Err(e) if is_lease_not_found(&e) => Ok(None),
+            Err(e) => Err(self.map_err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_seconds() {
+        assert_eq!(lease_secs(Duration::from_millis(1)), 1);
+        assert_eq!(lease_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(lease_secs(Duration::from_secs(3)), 3);
+    }
+}

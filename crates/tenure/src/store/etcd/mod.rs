@@ -1,0 +1,229 @@
+//! The etcd v3 store (`etcd://host:port[,host:port...]`, feature `etcd`).
+//!
+//! etcd has no clock usable inside a transaction; what it has is *leases*,
+//! whose expiry the etcd leader judges. So expiry here is etcd lease expiry
+//! (DESIGN rule 2), and every decision is one transaction (rule 1).
+//!
+//! Keys, under `<prefix>` (`StoreOptions::table_prefix`, default `tenure_`;
+//! namespace and election are escaped so `/` in a name is unambiguous):
+//!
+//! | key | lease | value |
+//! |---|---|---|
+//! | `<p>/lease/<ns>/<election>` | the tenure's own lease | the holder id; its `create_revision` is the term |
+//! | `<p>/state/<ns>/<election>` | none | JSON: last term, holder, metadata, reasons, informational times |
+//! | `<p>/handover/<ns>/<election>` | the holder's lease (a request) or a fresh lease of the window (after a hand-over) | JSON: target, reason |
+//! | `<p>/member/<ns>/<election>/<holder>` | none (its liveness is a lease named in the value) | JSON: metadata, priority, times |
+//! | `<p>/history/<ns>/<election>/<term:020>` | none | JSON: one term |
+//!
+//! * **One lease per process** (per store instance and lease length, whole
+//!   seconds): every tenure and member registration of that length is on it,
+//!   and one keep-alive round serves every renewal of a renew instant (the
+//!   electors renew on a shared grid; a round waits 10 ms to gather them).
+//!   A key whose elector stopped renewing without releasing (shutdown without
+//!   release, a stuck task) would live as long as any other election of the
+//!   process renews, so the store tracks, per tenure, the start of its last
+//!   acquire/renew (monotonic clock) and a **sweeper** (every quarter of the
+//!   shortest TTL held) deletes, by the release transaction (recording the end
+//!   as `expired`), any tenure not renewed for longer than its TTL; its
+//!   elector's deadline (`t0 + ttl·(1−drift)`) passed before that. Member
+//!   registrations not heartbeated within their TTL are marked lapsed the
+//!   same way. If the process dies, the lease expires and takes every key.
+//! * **Acquire**: the process lease is kept alive (or granted) after the
+//!   call started, so the key lives at least `ttl` from the caller's `t0`; then one
+//!   transaction: the lease key must not exist (`create_revision == 0`) and
+//!   the state and hand-over keys must be as read (the hand-over key admitting
+//!   us); it creates the lease key on that lease. The **term is the revision
+//!   of that transaction**, so terms increase strictly across the whole
+//!   cluster but are not dense.
+//! * **Renew**: one transaction comparing the lease key's `create_revision`
+//!   with the term, its value with the holder and the hand-over key's absence,
+//!   concurrently with a keep-alive sent after the call started; both must
+//!   succeed. The key then lives at least `ttl` past the call's start.
+//! * **Times** other than expiry (`acquired_at_us`, `renewed_at_us`,
+//!   `expires_at_us`, member heartbeats, history times) come from the client's
+//!   clock and are informational only; no decision compares them.
+//!   `remaining` comes from the lease's TTL in etcd (whole seconds, rounded
+//!   down, capped at the holder's TTL).
+
+mod acquire;
+mod clock;
+mod connect;
+mod end;
+mod endpoints;
+mod errors;
+mod handover;
+mod history;
+mod keys;
+mod lease;
+mod members;
+mod read;
+mod renew;
+mod retry;
+mod sweeper;
+mod url;
+mod values;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::Client;
+use tokio::sync::broadcast;
+
+use self::lease::{ProcessLease, SECOND};
+use self::sweeper::Held;
+use super::{
+    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord,
+    LeaseStore, Member, MemberRecord, Tenure,
+};
+use crate::error::Result;
+
+/// The etcd store; see the [module documentation](self).
+pub struct EtcdStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    prefix: String,
+    described: String,
+    history_retention: u64,
+    /// The process leases, one per lease length (whole seconds).
+    leases: Mutex<HashMap<i64, Arc<ProcessLease>>>,
+    /// What this store holds on those leases, for the sweeper.
+    held: Mutex<Held>,
+    changes: broadcast::Sender<Option<ElectionKey>>,
+    watcher: tokio::task::JoinHandle<()>,
+    endpoints: Option<tokio::task::JoinHandle<()>>,
+    sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When this process first saw an expired lease (lease key gone, state
+    /// still naming the holder), per election and term: followers measure the
+    /// succession grace from there, since etcd does not say when a lease expired.
+    freed_seen: Mutex<HashMap<(ElectionKey, u64), i64>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("store", &self.inner.described)
+            .field("prefix", &self.inner.prefix)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("store", &self.described)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.watcher.abort();
+        if let Some(t) = &self.endpoints {
+            t.abort();
+        }
+        if let Some(t) = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
+    }
+}
+
+impl EtcdStore {
+    /// Keep-alive rounds sent (and leases granted) so far, over all this
+    /// store's process leases. For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn keep_alive_rounds(&self) -> u64 {
+        let leases = self.inner.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases.values().map(|l| l.sent.load(Ordering::SeqCst)).sum()
+    }
+
+    /// Tenures and member registrations this store is tracking on its process
+    /// leases (for the sweeper). For tests.
+    #[doc(hidden)]
+    pub fn tracked(&self) -> (usize, usize) {
+        let held = self.inner.held();
+        (held.tenures.len(), held.members.len())
+    }
+}
+
+#[async_trait]
+impl LeaseStore for EtcdStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            push: true,
+            fenced_transactions: false,
+            // One keep-alive of the process lease serves every renewal of a
+            // renew instant (each still checks its own key, read-only).
+            batch_renew: true,
+            durable: true,
+            min_ttl: SECOND,
+            sparse_terms: true,
+        }
+    }
+    fn describe(&self) -> String {
+        self.inner.described.clone()
+    }
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        self.inner.try_acquire(claim).await
+    }
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.inner.renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.inner.release(tenure).await
+    }
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        self.inner.read(key).await
+    }
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        self.inner.list(namespace).await
+    }
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.inner.members(key).await
+    }
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.inner.reap(key).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        self.inner.hand_over(tenure, to, window, reason).await
+    }
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        self.inner.request_handover(key, to, window, reason).await
+    }
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        self.inner.history(key, limit).await
+    }
+    fn subscribe(&self) -> Option<Changes> {
+        Some(self.inner.changes.subscribe())
+    }
+}

@@ -1,0 +1,64 @@
+//! The watch: changes under the prefix → wake-ups for followers.
+
+use std::time::Duration;
+
+use etcd_client::{Client, WatchOptions};
+use tokio::sync::broadcast;
+
+use super::keys::parse_election_key;
+use crate::store::ElectionKey;
+
+/// Watches the prefix and turns changes of lease, state and hand-over keys
+/// into notifications; reconnects with back-off and then says "anything may
+/// have changed" (`None`).
+pub(super) async fn watch_loop(
+    client: Client,
+    prefix: String,
+    tx: broadcast::Sender<Option<ElectionKey>>,
+    described: String,
+) {
+    let mut backoff = Duration::from_millis(100);
+    let mut first = true;
+    loop {
+        let mut c = client.clone();
+        match c
+            .watch(
+                format!("{prefix}/"),
+                Some(WatchOptions::new().with_prefix()),
+            )
+            .await
+        {
+            Ok(mut stream) => {
+                if !first {
+                    let _ = tx.send(None);
+                }
+                backoff = Duration::from_millis(100);
+                loop {
+                    match stream.message().await {
+                        Ok(Some(resp)) => {
+                            if resp.canceled() {
+                                tracing::debug!(store = %described, "watch cancelled: {}", resp.cancel_reason());
+                                break;
+                            }
+                            for ev in resp.events() {
+                                let Some(kv) = ev.kv() else { continue };
+                                if let Some(key) = parse_election_key(&prefix, kv.key()) {
+                                    let _ = tx.send(Some(key));
+                                }
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::debug!(store = %described, "watch failed: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(store = %described, "watch could not start: {e}"),
+        }
+        first = false;
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
