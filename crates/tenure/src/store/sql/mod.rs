@@ -540,7 +540,6 @@ impl SqlStore {
                             after.record_start(&rec).await;
                         }
                         AfterJob::Close(tenure, reason) => {
-                            after.notify(&tenure.key).await;
                             after.close_history_now(&tenure, &reason).await;
                         }
                     }
@@ -757,6 +756,10 @@ impl LeaseStore for SqlStore {
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         let released = self.release_inner(tenure).await?;
         if released {
+            // Notify before returning, not from the queue: a process that
+            // releases on its way out may exit before the queue runs, and its
+            // successor would then wait for its next poll.
+            self.notify(&tenure.key).await;
             self.after_change(AfterJob::Close(tenure.clone(), "released".into()));
         }
         Ok(released)
@@ -831,6 +834,8 @@ impl LeaseStore for SqlStore {
             .map_err(|e| self.wrap(e))?;
         let done = done.rows_affected() == 1;
         if done {
+            // As in `release`: the notification must not wait in the queue.
+            self.notify(&tenure.key).await;
             self.after_change(AfterJob::Close(tenure.clone(), reason.to_string()));
         }
         Ok(done)
