@@ -66,9 +66,24 @@ impl EtcdStore {
             ),
         }
         };
+        // Start with the members that accept connections (all of them if
+        // none do, so the error below names the problem): a new store must
+        // not send its first calls to a dead member.
+        let reachable = super::endpoints::reachable(&parsed.endpoints).await;
+        let first: Vec<String> = if reachable.iter().any(|r| *r) {
+            parsed
+                .endpoints
+                .iter()
+                .zip(&reachable)
+                .filter(|(_, r)| **r)
+                .map(|(e, _)| e.clone())
+                .collect()
+        } else {
+            parsed.endpoints.clone()
+        };
         let client = match tokio::time::timeout(
             timeout,
-            Client::connect(parsed.endpoints.clone(), Some(copts)),
+            Client::connect(first.clone(), Some(copts)),
         )
         .await
         {
@@ -129,8 +144,14 @@ impl EtcdStore {
             tx.clone(),
             described.clone(),
         ));
-        let endpoints = (parsed.endpoints.len() > 1)
-            .then(|| tokio::spawn(endpoint_health(client.clone(), parsed.endpoints.clone())));
+        let endpoints = (parsed.endpoints.len() > 1).then(|| {
+            let active = parsed.endpoints.iter().map(|e| first.contains(e)).collect();
+            tokio::spawn(endpoint_health(
+                client.clone(),
+                parsed.endpoints.clone(),
+                active,
+            ))
+        });
         let inner = Arc::new(Inner {
             endpoints,
             client,

@@ -7,22 +7,11 @@ use etcd_client::Client;
 /// Keeps the client's balancer away from members that refuse connections (a
 /// killed member would otherwise fail about one call in N), and adds them
 /// back when they return. Probes every 500 ms; never removes the last one.
-pub(super) async fn endpoint_health(client: Client, endpoints: Vec<String>) {
-    let mut active: Vec<bool> = vec![true; endpoints.len()];
+/// `active` says which endpoints the client was built with.
+pub(super) async fn endpoint_health(client: Client, endpoints: Vec<String>, active: Vec<bool>) {
+    let mut active = active;
     loop {
-        let mut alive = Vec::with_capacity(endpoints.len());
-        for ep in &endpoints {
-            let addr = ep.trim_start_matches("http://");
-            let ok = matches!(
-                tokio::time::timeout(
-                    Duration::from_millis(300),
-                    tokio::net::TcpStream::connect(addr)
-                )
-                .await,
-                Ok(Ok(_))
-            );
-            alive.push(ok);
-        }
+        let alive = reachable(&endpoints).await;
         let none = !alive.iter().any(|a| *a);
         for (i, ep) in endpoints.iter().enumerate() {
             let want = alive[i] || none;
@@ -38,4 +27,22 @@ pub(super) async fn endpoint_health(client: Client, endpoints: Vec<String>) {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Which endpoints accept a TCP connection within 300 ms.
+pub(super) async fn reachable(endpoints: &[String]) -> Vec<bool> {
+    let mut alive = Vec::with_capacity(endpoints.len());
+    for ep in endpoints {
+        let addr = ep.trim_start_matches("http://");
+        let ok = matches!(
+            tokio::time::timeout(
+                Duration::from_millis(300),
+                tokio::net::TcpStream::connect(addr)
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        alive.push(ok);
+    }
+    alive
 }
