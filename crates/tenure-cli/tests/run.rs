@@ -259,7 +259,9 @@ async fn three_processes_on_mariadb_one_command_at_a_time() {
         terms.windows(2).all(|w| w[0] < w[1]),
         "terms increase: {terms:?}"
     );
-    assert_eq!(terms.last(), Some(&term));
+    // Stopping the three one after another may let a later one take over
+    // once more, so the final takeover need not be the last start.
+    assert!(terms.contains(&term), "{term} in {terms:?}");
 }
 
 fn rand_u32() -> u32 {
