@@ -147,6 +147,13 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Runs one script on the shared connection (the manager reconnects by itself).
+    async fn run<T: redis::FromRedisValue>(&self, call: &redis::ScriptInvocation<'_>) -> Result<T> {
+        call.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.error(e))
+    }
+
     fn error(&self, e: redis::RedisError) -> Error {
         errors::classify(&self.described, e)
     }
@@ -229,20 +236,20 @@ impl RedisStore {
         reason: &str,
     ) -> Result<bool> {
         let done: i64 = self
-            .scripts
-            .step_down
-            .key(self.key("lease", &tenure.key))
-            .key(self.key("history", &tenure.key))
-            .arg(&tenure.holder)
-            .arg(tenure.term)
-            .arg(to)
-            .arg(us(window))
-            .arg(reason)
-            .arg(self.channel())
-            .arg(Self::member(&tenure.key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .step_down
+                    .key(self.key("lease", &tenure.key))
+                    .key(self.key("history", &tenure.key))
+                    .arg(&tenure.holder)
+                    .arg(tenure.term)
+                    .arg(to)
+                    .arg(us(window))
+                    .arg(reason)
+                    .arg(self.channel())
+                    .arg(Self::member(&tenure.key)),
+            )
+            .await?;
         Ok(done == 1)
     }
 }
@@ -280,21 +287,21 @@ impl LeaseStore for RedisStore {
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let (won, fields): (i64, Vec<String>) = self
-            .scripts
-            .acquire
-            .key(self.key("lease", &claim.key))
-            .key(self.key("history", &claim.key))
-            .key(format!("{}index", self.prefix))
-            .arg(&claim.holder)
-            .arg(super::identity_of(&claim.holder))
-            .arg(&claim.metadata)
-            .arg(us(claim.ttl))
-            .arg(Self::member(&claim.key))
-            .arg(self.channel())
-            .arg(self.history_retention)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .acquire
+                    .key(self.key("lease", &claim.key))
+                    .key(self.key("history", &claim.key))
+                    .key(format!("{}index", self.prefix))
+                    .arg(&claim.holder)
+                    .arg(super::identity_of(&claim.holder))
+                    .arg(&claim.metadata)
+                    .arg(us(claim.ttl))
+                    .arg(Self::member(&claim.key))
+                    .arg(self.channel())
+                    .arg(self.history_retention),
+            )
+            .await?;
         if won == 1 {
             return Ok(Acquire::Acquired(self.record(&claim.key, &fields)?));
         }
@@ -306,15 +313,15 @@ impl LeaseStore for RedisStore {
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         let done: i64 = self
-            .scripts
-            .renew
-            .key(self.key("lease", &tenure.key))
-            .arg(&tenure.holder)
-            .arg(tenure.term)
-            .arg(us(ttl))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .renew
+                    .key(self.key("lease", &tenure.key))
+                    .arg(&tenure.holder)
+                    .arg(tenure.term)
+                    .arg(us(ttl)),
+            )
+            .await?;
         Ok(done == 1)
     }
 
@@ -324,12 +331,8 @@ impl LeaseStore for RedisStore {
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let fields: Vec<String> = self
-            .scripts
-            .read
-            .key(self.key("lease", key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(&self.scripts.read.key(self.key("lease", key)))
+            .await?;
         if fields.is_empty() {
             return Ok(None);
         }
@@ -338,13 +341,13 @@ impl LeaseStore for RedisStore {
 
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
         let flat: Vec<Value> = self
-            .scripts
-            .list
-            .key(format!("{}index", self.prefix))
-            .arg(format!("{}lease:", self.prefix))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .list
+                    .key(format!("{}index", self.prefix))
+                    .arg(format!("{}lease:", self.prefix)),
+            )
+            .await?;
         let mut out = Vec::new();
         for pair in flat.chunks(2) {
             let [member, fields] = pair else {
@@ -372,16 +375,16 @@ impl LeaseStore for RedisStore {
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         let _: i64 = self
-            .scripts
-            .heartbeat
-            .key(self.key("members", &member.key))
-            .arg(&member.holder)
-            .arg(&member.metadata)
-            .arg(member.priority)
-            .arg(us(ttl))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .heartbeat
+                    .key(self.key("members", &member.key))
+                    .arg(&member.holder)
+                    .arg(&member.metadata)
+                    .arg(member.priority)
+                    .arg(us(ttl)),
+            )
+            .await?;
         Ok(())
     }
 
@@ -397,12 +400,8 @@ impl LeaseStore for RedisStore {
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let flat: Vec<String> = self
-            .scripts
-            .members
-            .key(self.key("members", key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(&self.scripts.members.key(self.key("members", key)))
+            .await?;
         let Some((now, rest)) = flat.split_first() else {
             return Err(self.protocol("an empty member list".into()));
         };
@@ -435,12 +434,8 @@ impl LeaseStore for RedisStore {
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         let n: i64 = self
-            .scripts
-            .reap
-            .key(self.key("members", key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(&self.scripts.reap.key(self.key("members", key)))
+            .await?;
         Ok(n.max(0) as u64)
     }
 
@@ -462,17 +457,17 @@ impl LeaseStore for RedisStore {
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
         let fields: Vec<String> = self
-            .scripts
-            .request_handover
-            .key(self.key("lease", key))
-            .arg(to.column())
-            .arg(us(window))
-            .arg(reason)
-            .arg(self.channel())
-            .arg(Self::member(key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.error(e))?;
+            .run(
+                self.scripts
+                    .request_handover
+                    .key(self.key("lease", key))
+                    .arg(to.column())
+                    .arg(us(window))
+                    .arg(reason)
+                    .arg(self.channel())
+                    .arg(Self::member(key)),
+            )
+            .await?;
         if fields.is_empty() {
             return Ok(None);
         }
