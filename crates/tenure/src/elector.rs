@@ -60,6 +60,94 @@ impl Config {
     }
 }
 
+/// The drift bound used unless [`ElectorBuilder::drift`] says otherwise.
+const DEFAULT_DRIFT: f64 = 0.01;
+/// The smallest safety margin subtracted from every local deadline.
+const MIN_MARGIN: Duration = Duration::from_millis(50);
+
+fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL {
+        return Err(Error::config(
+            "ttl",
+            format!("{ttl:?} is too small; the minimum is {MIN_TTL:?} (one slow round trip would use up the whole lease)"),
+        ));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::config(
+            "ttl",
+            format!("{ttl:?} is too large; the maximum is {MAX_TTL:?}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_renew_period(ttl: Duration, renew_period: Option<Duration>) -> Result<Duration> {
+    let renew_period = renew_period.unwrap_or(ttl / 3);
+    if renew_period >= ttl / 2 || renew_period.is_zero() {
+        return Err(Error::config(
+            "renew period",
+            format!("{renew_period:?} must be above zero and below ttl/2 = {:?}, so a failed renewal can be retried before the lease expires (default ttl/3)", ttl / 2),
+        ));
+    }
+    Ok(renew_period)
+}
+
+/// Checks, in the order a user reads them, that a TTL, a renew period (`None`:
+/// the default ttl/3) and the time a supervisor needs to stop its work before
+/// the local deadline (`stop_lead`, for `tenure run` its kill grace) fit
+/// together: a renewal sent one renew period after the last, plus a round
+/// trip, must land before the supervisor starts stopping the work at
+/// `deadline - stop_lead`. Otherwise a healthy leader would stop its work and
+/// lose its lease every period.
+///
+/// The deadline is `ttl * (1 - drift) - margin` after a renewal was sent
+/// (default drift 1 %; margin at least 50 ms, at most ttl/4); the round trip
+/// allowance is 50 ms or ttl/10, whichever is smaller.
+///
+/// ```
+/// use std::time::Duration;
+/// let ms = Duration::from_millis;
+/// assert!(tenure::check_supervised_timing(ms(10_000), None, ms(2_500)).is_ok());
+/// // 490 ms renew period + 490 ms kill grace do not fit in a 1 s lease.
+/// let err = tenure::check_supervised_timing(ms(1_000), Some(ms(490)), ms(490)).unwrap_err();
+/// assert!(err.to_string().contains("at most"));
+/// // The TTL is checked first.
+/// let err = tenure::check_supervised_timing(ms(0), None, ms(490)).unwrap_err();
+/// assert!(err.to_string().starts_with("invalid ttl"));
+/// ```
+pub fn check_supervised_timing(
+    ttl: Duration,
+    renew_period: Option<Duration>,
+    stop_lead: Duration,
+) -> Result<()> {
+    check_ttl(ttl)?;
+    let renew_period = check_renew_period(ttl, renew_period)?;
+    let margin = MIN_MARGIN.min(ttl / 4);
+    let round_trip = Duration::from_millis(50).min(ttl / 10);
+    let room = ttl
+        .mul_f64(1.0 - DEFAULT_DRIFT)
+        .saturating_sub(margin + round_trip + renew_period);
+    if stop_lead >= room {
+        let fitting_ttl = (renew_period + stop_lead + Duration::from_millis(100))
+            .mul_f64(1.0 / (1.0 - DEFAULT_DRIFT))
+            .max(MIN_TTL);
+        return Err(Error::config(
+            "kill grace",
+            format!(
+                "{stop_lead:?} does not fit: with ttl {ttl:?} and renew period {renew_period:?}, \
+                 the next renewal may land as late as {:?} after the last, and the local deadline \
+                 ({:?} after it) minus the kill grace must come later; use a kill grace of at most \
+                 {:?}, a shorter renew period, or a ttl of at least {:?}",
+                renew_period + round_trip,
+                ttl.mul_f64(1.0 - DEFAULT_DRIFT).saturating_sub(margin),
+                room.saturating_sub(Duration::from_millis(1)),
+                Duration::from_millis(fitting_ttl.as_millis() as u64 + 1),
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Builds an [`Elector`]; see [`Elector::builder`].
 #[derive(Debug)]
 #[must_use = "call .build() to start campaigning"]
@@ -187,12 +275,7 @@ impl ElectorBuilder {
         validate_identity(&identity)?;
         validate_metadata(&self.metadata)?;
         let ttl = self.ttl;
-        if ttl < MIN_TTL {
-            return Err(Error::config(
-                "ttl",
-                format!("{ttl:?} is too small; the minimum is {MIN_TTL:?} (one slow round trip would use up the whole lease)"),
-            ));
-        }
+        check_ttl(ttl)?;
         let min_ttl = self.store.capabilities().min_ttl;
         if ttl < min_ttl {
             return Err(Error::config(
@@ -203,19 +286,7 @@ impl ElectorBuilder {
                 ),
             ));
         }
-        if ttl > MAX_TTL {
-            return Err(Error::config(
-                "ttl",
-                format!("{ttl:?} is too large; the maximum is {MAX_TTL:?}"),
-            ));
-        }
-        let renew_period = self.renew_period.unwrap_or(ttl / 3);
-        if renew_period >= ttl / 2 || renew_period.is_zero() {
-            return Err(Error::config(
-                "renew period",
-                format!("{renew_period:?} must be above zero and below ttl/2 = {:?}, so a failed renewal can be retried before the lease expires (default ttl/3)", ttl / 2),
-            ));
-        }
+        let renew_period = check_renew_period(ttl, self.renew_period)?;
         let retry_period = self.retry_period.unwrap_or(ttl / 10);
         if retry_period.is_zero() || retry_period > renew_period {
             return Err(Error::config(
@@ -263,7 +334,7 @@ impl ElectorBuilder {
             retry_period,
             poll_period,
             drift: self.drift,
-            min_margin: Duration::from_millis(50),
+            min_margin: MIN_MARGIN,
             release_on_shutdown: self.release_on_shutdown,
             priority: self.priority,
             handover_window,
@@ -367,7 +438,7 @@ impl Elector {
             renew_period: None,
             retry_period: None,
             poll_period: None,
-            drift: 0.01,
+            drift: DEFAULT_DRIFT,
             release_on_shutdown: true,
             clock: Arc::new(BootClock),
             priority: 0,
@@ -540,6 +611,30 @@ impl<S: LeaseStore> From<Arc<S>> for DynStoreArg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_fit_the_supervision_budget_at_every_ttl() {
+        for ms in [100, 150, 250, 500, 1_000, 2_000, 10_000, 60_000, 86_400_000] {
+            let ttl = Duration::from_millis(ms);
+            // `tenure run`'s default kill grace: ttl/4, at most 5 s.
+            let grace = (ttl / 4).min(Duration::from_secs(5));
+            check_supervised_timing(ttl, None, grace)
+                .unwrap_or_else(|e| panic!("defaults at ttl {ttl:?}: {e}"));
+        }
+        let ms = Duration::from_millis;
+        let err = check_supervised_timing(ms(1_000), Some(ms(490)), ms(490)).unwrap_err();
+        assert!(err.to_string().contains("at most"), "{err}");
+        // The suggested setting works.
+        check_supervised_timing(ms(1_000), Some(ms(490)), ms(399)).unwrap();
+        assert!(check_supervised_timing(ms(0), None, ms(1))
+            .unwrap_err()
+            .to_string()
+            .starts_with("invalid ttl"));
+        assert!(check_supervised_timing(ms(1_000), Some(ms(600)), ms(1))
+            .unwrap_err()
+            .to_string()
+            .starts_with("invalid renew period"));
+    }
     use crate::store::memory::MemoryStore;
 
     fn builder() -> ElectorBuilder {

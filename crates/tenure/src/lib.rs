@@ -49,7 +49,8 @@ pub mod store;
 pub mod testing;
 
 pub use elector::{
-    DynStoreArg, Elector, ElectorBuilder, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_TTL,
+    check_supervised_timing, DynStoreArg, Elector, ElectorBuilder, DEFAULT_POLL, DEFAULT_TTL,
+    MAX_PRIORITY, MAX_TTL, MIN_TTL,
 };
 pub use error::{Error, Result};
 pub use leadership::{Leadership, State};
