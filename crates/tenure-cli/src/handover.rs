@@ -39,8 +39,10 @@ pub async fn resign(a: ResignArgs) -> Result<u8, Failure> {
 
 pub async fn transfer(a: TransferArgs) -> Result<u8, Failure> {
     let key = key(&a.namespace, &a.election)?;
-    let store = a.store.connect().await?;
     let window = a.window.unwrap_or(Duration::from_secs(10));
+    tenure::handover::check_transfer_window(window)
+        .map_err(|e| Failure::Usage(format!("--window: {e}")))?;
+    let store = a.store.connect().await?;
     let marked = tenure::handover::transfer(&store, &key, &a.to, window)
         .await
         .map_err(no_leader)?;

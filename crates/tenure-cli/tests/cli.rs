@@ -96,6 +96,23 @@ fn usage_errors_exit_2_with_the_reason() {
             ],
             vec!["--kill-grace"],
         ),
+        // The TTL is judged first, not through the kill grace derived from it.
+        (
+            vec!["run", "--election", "e", "--ttl", "0s", "--", "true"],
+            vec!["--ttl: invalid ttl: 0ns is too small; the minimum is 100ms"],
+        ),
+        // Each value passes alone; together they leave no time to renew.
+        (
+            vec![
+                "run", "--election", "e", "--ttl", "1s", "--renew-period", "490ms", "--kill-grace",
+                "490ms", "--", "true",
+            ],
+            vec![
+                "--kill-grace: invalid kill grace: 490ms does not fit: with ttl 1s and renew period 490ms",
+                "use a kill grace of at most",
+                "or a ttl of at least",
+            ],
+        ),
         (
             vec!["status", "--table-prefix", "bad-prefix"],
             vec!["not a SQL identifier"],
@@ -356,5 +373,181 @@ fn store_comes_from_tenure_store_when_no_flag_is_given() {
     assert!(
         !dir.path().join("tenure.db").exists(),
         "the default was not used"
+    );
+}
+
+/// A leader (this test, holding the lease through the library) and one member
+/// on a fresh SQLite file; returns the URL, the store and the leader's tenure.
+async fn sqlite_with_a_leader_and_a_member(
+    dir: &std::path::Path,
+    ttl: std::time::Duration,
+) -> (String, tenure::store::DynStore, tenure::store::Tenure) {
+    use tenure::store::{Acquire, Claim, ElectionKey, Member, StoreOptions, Tenure};
+    let url = format!("sqlite://{}", dir.join("t.db").display());
+    let store = tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let key = ElectionKey::new("default", "jobs");
+    let claim = Claim {
+        key: key.clone(),
+        holder: "lead#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let Acquire::Acquired(rec) = store.try_acquire(&claim).await.unwrap() else {
+        panic!("a fresh file has no leader")
+    };
+    let member = Member {
+        key: key.clone(),
+        holder: "target#1".into(),
+        metadata: String::new(),
+        priority: 0,
+    };
+    store
+        .heartbeat(&member, std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let tenure = Tenure {
+        key,
+        holder: "lead#1".into(),
+        term: rec.term,
+    };
+    (url, store, tenure)
+}
+
+/// `--window` is bounded: an overflowing or absurd window is a usage error
+/// (exit 2) before anything is written, and the store stays readable. Before,
+/// 18446744073709551615s panicked and 300000y stored a REAL in SQLite that
+/// made every later read of the election fail.
+#[tokio::test]
+async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, store, _) =
+        sqlite_with_a_leader_and_a_member(dir.path(), std::time::Duration::from_secs(60)).await;
+    for window in ["300000y", "18446744073709551615s", "0s", "2h"] {
+        let out = tenure(
+            dir.path(),
+            &[
+                "transfer",
+                "--store",
+                &url,
+                "--election",
+                "jobs",
+                "--to",
+                "target",
+                "--window",
+                window,
+                "--wait",
+                "0s",
+            ],
+        );
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "--window {window}: {all}");
+        assert!(
+            all.contains("--window") && all.contains("at most 3600s"),
+            "{all}"
+        );
+        assert!(!all.contains("panicked"), "{all}");
+        let out = tenure(dir.path(), &["status", "--store", &url]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "status after --window {window}: {}",
+            text(&out)
+        );
+    }
+    let key = tenure::store::ElectionKey::new("default", "jobs");
+    let rec = store.read(&key).await.unwrap().unwrap();
+    assert_eq!(rec.handover_to, None, "no hand-over was written");
+    // The library refuses the same windows, and every store refuses windows
+    // that could overflow now + window.
+    let err = tenure::handover::transfer(
+        &store,
+        &key,
+        "target",
+        std::time::Duration::from_secs(u64::MAX),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_usage(), "{err}");
+    let err = store
+        .request_handover(
+            &key,
+            &tenure::store::Handover::Anyone,
+            std::time::Duration::from_secs(300_000 * 365 * 86_400),
+            "x",
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_usage(), "{err}");
+    assert!(store.read(&key).await.is_ok());
+    // A sane window still works.
+    let out = tenure(
+        dir.path(),
+        &[
+            "transfer",
+            "--store",
+            &url,
+            "--election",
+            "jobs",
+            "--to",
+            "target",
+            "--window",
+            "5s",
+            "--wait",
+            "0s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+/// A transfer target that is registered but has not sent a heartbeat for
+/// longer than the TTL (crashed, its registration not yet lapsed) is refused,
+/// by the rule succession uses.
+#[tokio::test]
+async fn transfer_to_a_member_with_a_stale_heartbeat_is_refused() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Duration::from_millis(300);
+    let (url, store, held) = sqlite_with_a_leader_and_a_member(dir.path(), ttl).await;
+    // Keep leading while the member's one heartbeat grows older than 1.1 TTL.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(450) {
+        assert!(
+            store.renew(&held, ttl).await.unwrap(),
+            "the test's lease renews"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let renewing = {
+        let store = store.clone();
+        let held = held.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = store.renew(&held, ttl).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let out = tenure(
+        dir.path(),
+        &[
+            "transfer",
+            "--store",
+            &url,
+            "--election",
+            "jobs",
+            "--to",
+            "target",
+            "--wait",
+            "0s",
+        ],
+    );
+    renewing.abort();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("\"target\" is registered") && all.contains("not heard from"),
+        "{all}"
     );
 }

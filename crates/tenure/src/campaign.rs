@@ -327,10 +327,8 @@ impl Campaign {
         // and members whose last heartbeat is older than a heartbeat period
         // (every TTL at most): a crashed member stays registered for a while,
         // but must not hold everyone back for the grace.
-        let fresh_us = (self.config.ttl.as_micros() as i64).saturating_mul(11) / 10;
         let successor = members.iter().find(|m| {
-            m.live
-                && r.read_at_us.saturating_sub(m.heartbeat_at_us) < fresh_us
+            m.is_fresh(r.read_at_us, self.config.ttl)
                 && Some(m.holder.as_str()) != r.holder.as_deref()
                 && Some(m.holder.as_str()) != r.previous_holder.as_deref()
         });
@@ -674,12 +672,22 @@ impl Campaign {
         if self.now().saturating_sub(led_since) < stable {
             return None;
         }
-        let members = tokio::time::timeout(self.config.ttl / 4, self.store.members(&tenure.key))
-            .await
-            .ok()?
-            .ok()?;
+        // The lease read gives the store's clock for the freshness rule that
+        // succession uses: a crashed member must not be handed the lease.
+        let store = self.store.clone();
+        let key = tenure.key.clone();
+        let (now_us, members) = tokio::time::timeout(self.config.ttl / 4, async move {
+            let now_us = store.read(&key).await?.map(|r| r.read_at_us);
+            Ok::<_, Error>((now_us, store.members(&key).await?))
+        })
+        .await
+        .ok()?
+        .ok()?;
+        let now_us = now_us?;
         let better = members.iter().find(|m| {
-            m.live && m.priority > self.config.priority && m.holder != self.config.holder
+            m.is_fresh(now_us, self.config.ttl)
+                && m.priority > self.config.priority
+                && m.holder != self.config.holder
         })?;
         let identity = better.identity.clone();
         tracing::info!(election = %self.config.key, term = tenure.term, to = %identity, "preempted by a member of higher priority");

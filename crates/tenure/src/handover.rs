@@ -33,14 +33,36 @@ pub async fn resign(store: &DynStore, key: &ElectionKey) -> Result<LeaseRecord> 
         })
 }
 
-/// Asks whoever leads `key` to hand over to the live member `identity`, which
-/// alone may acquire for `window` after the leader stepped down.
+/// The longest window of a transfer: only the target may take over during it,
+/// so a target that dies right after the request holds the election
+/// leaderless that long.
+pub const MAX_TRANSFER_WINDOW: Duration = Duration::from_secs(3600);
+
+/// Checks a transfer window: above zero and at most [`MAX_TRANSFER_WINDOW`].
+pub fn check_transfer_window(window: Duration) -> Result<()> {
+    if window.is_zero() || window > MAX_TRANSFER_WINDOW {
+        return Err(Error::config(
+            "transfer window",
+            format!(
+                "{window:?} is out of range; use more than 0s and at most {}s \
+                 (only the target may take over during it; the default is 10s)",
+                MAX_TRANSFER_WINDOW.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Asks whoever leads `key` to hand over to `identity`, a live member with a
+/// fresh heartbeat, which alone may acquire for `window` (at most
+/// [`MAX_TRANSFER_WINDOW`]) after the leader stepped down.
 pub async fn transfer(
     store: &DynStore,
     key: &ElectionKey,
     identity: &str,
     window: Duration,
 ) -> Result<LeaseRecord> {
+    check_transfer_window(window)?;
     check_target(store, key, identity).await?;
     let current = store.read(key).await?.filter(|r| r.is_held());
     if let Some(holder) = current.as_ref().and_then(|r| r.holder.as_deref()) {
@@ -66,19 +88,43 @@ pub async fn transfer(
         })
 }
 
-/// Checks that `identity` is a live member of `key`.
+/// Checks that `identity` is a live member of `key` with a fresh heartbeat
+/// (the rule succession uses: [`MemberRecord::is_fresh`](crate::store::MemberRecord::is_fresh)).
 pub(crate) async fn check_target(
     store: &DynStore,
     key: &ElectionKey,
     identity: &str,
 ) -> Result<()> {
+    // The lease gives the store's clock and the election's TTL.
+    let (now_us, ttl) = match store.read(key).await? {
+        Some(r) => (r.read_at_us, r.ttl),
+        None => {
+            return Err(Error::NoLeader {
+                election: key.to_string(),
+            })
+        }
+    };
     let members = store.members(key).await?;
-    if members.iter().any(|m| m.live && m.identity == identity) {
+    if members
+        .iter()
+        .any(|m| m.identity == identity && m.is_fresh(now_us, ttl))
+    {
         return Ok(());
+    }
+    if let Some(stale) = members.iter().find(|m| m.identity == identity) {
+        return Err(Error::config(
+            "transfer target",
+            format!(
+                "{identity:?} is registered in {key} but not heard from for {} ms \
+                 (more than 1.1 x the TTL of {ttl:?}): it may have crashed; \
+                 pick a live member (`tenure status` lists them)",
+                now_us.saturating_sub(stale.heartbeat_at_us) / 1000
+            ),
+        ));
     }
     let live: Vec<&str> = members
         .iter()
-        .filter(|m| m.live)
+        .filter(|m| m.is_fresh(now_us, ttl))
         .map(|m| m.identity.as_str())
         .collect();
     Err(Error::config(

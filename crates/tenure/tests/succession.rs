@@ -227,6 +227,47 @@ async fn preemption_yields_to_higher_priority_after_the_stable_time() {
     vip.shutdown().await.unwrap();
 }
 
+/// A member of higher priority that is still registered but has not sent a
+/// heartbeat for longer than the TTL (it crashed) is not preempted to: the
+/// leader would otherwise hand the lease to a dead member and leave the
+/// election leaderless for the hand-over window, again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_never_hands_over_to_a_member_with_a_stale_heartbeat() {
+    let w = World::new();
+    let a = w
+        .builder("a")
+        .preempt_after(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    // One heartbeat with a long registration, then silence.
+    let ghost = tenure::store::Member {
+        key: key(),
+        holder: "ghost#1".into(),
+        metadata: String::new(),
+        priority: 9,
+    };
+    w.store
+        .heartbeat(&ghost, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    w.advance(Duration::from_secs(45), Duration::from_millis(200))
+        .await;
+    assert!(a.is_leader(), "still leading: the ghost is not a successor");
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(rec.term, first.term(), "no hand-over happened");
+    assert_eq!(rec.handover_to, None);
+    let ghost_listed = w.store.members(&key()).await.unwrap();
+    assert!(
+        ghost_listed.iter().any(|m| m.identity == "ghost" && m.live),
+        "the ghost is still registered, only stale"
+    );
+    a.shutdown().await.unwrap();
+}
+
 #[test]
 fn priority_out_of_range_is_rejected() {
     let e = Elector::builder(Arc::new(MemoryStore::new()))

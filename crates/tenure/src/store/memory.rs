@@ -415,6 +415,7 @@ impl LeaseStore for MemoryStore {
         window: Duration,
         reason: &str,
     ) -> Result<bool> {
+        let window_us = super::handover_window_us(window)?;
         self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
@@ -426,7 +427,7 @@ impl LeaseStore for MemoryStore {
                 row.version += 1;
                 row.expires_us = now;
                 row.handover_to = to.column().to_string();
-                row.handover_until_us = now + us(window);
+                row.handover_until_us = now.saturating_add(window_us);
                 row.handover_reason = reason.to_string();
                 t.close_history(&tenure.key, tenure.term, now, reason);
                 Ok(true)
@@ -442,6 +443,7 @@ impl LeaseStore for MemoryStore {
         window: Duration,
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
+        let window_us = super::handover_window_us(window)?;
         self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
@@ -449,7 +451,7 @@ impl LeaseStore for MemoryStore {
         match t.leases.get_mut(key) {
             Some(row) if !row.holder.is_empty() && row.expires_us > now => {
                 row.handover_to = to.column().to_string();
-                row.handover_until_us = now + us(window);
+                row.handover_until_us = now.saturating_add(window_us);
                 row.handover_reason = reason.to_string();
                 row.version += 1;
                 Ok(Some(Self::record(key, row, now)))

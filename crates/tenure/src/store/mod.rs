@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
@@ -169,6 +169,38 @@ pub struct MemberRecord {
     pub expires_at_us: i64,
     /// Whether the registration is current by the store's clock.
     pub live: bool,
+}
+
+impl MemberRecord {
+    /// Whether this member can be handed leadership: registered (`live`) and
+    /// heard from within 1.1 TTL of `now_us` (store clock). A crashed member
+    /// stays registered for a while; succession, preemption and transfer all
+    /// use this one rule so none of them hands the lease to it.
+    pub fn is_fresh(&self, now_us: i64, ttl: Duration) -> bool {
+        let fresh_us = i64::try_from(ttl.as_micros())
+            .unwrap_or(i64::MAX)
+            .saturating_mul(11)
+            / 10;
+        self.live && now_us.saturating_sub(self.heartbeat_at_us) < fresh_us
+    }
+}
+
+/// The longest hand-over window a store accepts: the longest transfer window
+/// plus the longest TTL (a transfer's window starts once the leader noticed).
+pub const MAX_HANDOVER_WINDOW: Duration = Duration::from_secs(3600 + 24 * 3600);
+
+/// A hand-over window in microseconds, refused beyond [`MAX_HANDOVER_WINDOW`]
+/// so that no store can overflow `now + window` (SQLite would turn the sum
+/// into a REAL that no read can decode).
+pub(crate) fn handover_window_us(window: Duration) -> Result<i64> {
+    if window > MAX_HANDOVER_WINDOW {
+        return Err(Error::config(
+            "hand-over window",
+            format!("{window:?} is too long; at most {MAX_HANDOVER_WINDOW:?}"),
+        ));
+    }
+    // In range by the check above: 25 h in µs is far below i64::MAX.
+    Ok(window.as_micros() as i64)
 }
 
 /// One term in an election's history.

@@ -209,6 +209,7 @@ impl LeaseStore for EtcdStore {
         window: Duration,
         reason: &str,
     ) -> Result<bool> {
+        crate::store::handover_window_us(window)?;
         self.inner.hand_over(tenure, to, window, reason).await
     }
     async fn request_handover(
@@ -218,6 +219,7 @@ impl LeaseStore for EtcdStore {
         window: Duration,
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
+        crate::store::handover_window_us(window)?;
         self.inner.request_handover(key, to, window, reason).await
     }
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {

@@ -164,7 +164,7 @@ impl Inner {
         if let Some(h) = snap.handover() {
             rec.handover_to = Some(h.to.clone());
             rec.handover_until_us = if h.requested {
-                read_at + i64::try_from(h.window_ms).unwrap_or(0) * 1000
+                read_at.saturating_add(i64::try_from(h.window_ms).unwrap_or(0).saturating_mul(1000))
             } else {
                 read_at + handover_ttl.map(us).unwrap_or(0)
             };

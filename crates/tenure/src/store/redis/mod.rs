@@ -235,6 +235,7 @@ impl RedisStore {
         window: Duration,
         reason: &str,
     ) -> Result<bool> {
+        let window_us = super::handover_window_us(window)?;
         let done: i64 = self
             .run(
                 self.scripts
@@ -244,7 +245,7 @@ impl RedisStore {
                     .arg(&tenure.holder)
                     .arg(tenure.term)
                     .arg(to)
-                    .arg(us(window))
+                    .arg(window_us)
                     .arg(reason)
                     .arg(self.channel())
                     .arg(Self::member(&tenure.key)),
@@ -456,13 +457,14 @@ impl LeaseStore for RedisStore {
         window: Duration,
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
+        let window_us = super::handover_window_us(window)?;
         let fields: Vec<String> = self
             .run(
                 self.scripts
                     .request_handover
                     .key(self.key("lease", key))
                     .arg(to.column())
-                    .arg(us(window))
+                    .arg(window_us)
                     .arg(reason)
                     .arg(self.channel())
                     .arg(Self::member(key)),

@@ -821,9 +821,10 @@ impl LeaseStore for SqlStore {
         window: Duration,
         reason: &str,
     ) -> Result<bool> {
+        let window_us = super::handover_window_us(window)?;
         let done = sqlx::query(&self.statements.hand_over)
             .bind(to.column())
-            .bind(duration_us(window))
+            .bind(window_us)
             .bind(reason)
             .bind(tenure.key.namespace.as_str())
             .bind(tenure.key.election.as_str())
@@ -848,9 +849,10 @@ impl LeaseStore for SqlStore {
         window: Duration,
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
+        let window_us = super::handover_window_us(window)?;
         let done = sqlx::query(&self.statements.request_handover)
             .bind(to.column())
-            .bind(duration_us(window))
+            .bind(window_us)
             .bind(reason)
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
