@@ -4,10 +4,10 @@ mod args;
 mod demo;
 mod failure;
 mod handover;
+mod job;
 mod migrate;
 mod run;
 mod status;
-mod supervise;
 mod watch;
 
 use std::process::ExitCode;
@@ -16,25 +16,39 @@ use clap::Parser;
 
 use crate::args::{Cli, Command};
 
-fn init_logging(default: &str) {
+/// Logs go to stderr through a writer thread: a log line never blocks the
+/// runtime, even when stderr is a pipe nobody reads (lines are then dropped).
+/// The returned guard flushes what is queued when `main` returns.
+fn init_logging(default: &str) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TENURE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .thread_name("tenure-log")
+        .finish(std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    guard
 }
 
 fn main() -> ExitCode {
+    // The job's guard (see job/guard.rs) is this binary in a hidden mode: it
+    // starts before anything else, with no runtime and no logging.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == job::guard::MODE) {
+        return job::guard::main(args.collect());
+    }
     let cli = Cli::parse();
-    init_logging(match cli.command {
+    let _log = init_logging(match cli.command {
         Command::Run(_) => "info",
         _ => "warn",
     });
-    // One thread: the child is forked from the thread that lives as long as the
-    // process, which is what PR_SET_PDEATHSIG is tied to (see supervise.rs).
+    // One thread is plenty for a supervisor; the deadline of a supervised job
+    // does not depend on it being scheduled (see job/mod.rs).
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::RunArgs;
 use crate::failure::Failure;
-use crate::supervise::{self, exit_code, Child};
+use crate::job::{self, exit_code, Exit, Guard, Job};
 
 /// Exit code of `--exit-on-loss` when leadership was lost.
 const EXIT_LOST: u8 = 3;
@@ -42,19 +42,25 @@ enum After {
 }
 
 pub async fn run(a: RunArgs) -> Result<u8, Failure> {
-    let program = &a.command[0];
-    if supervise::resolve(program).is_none() {
-        return Err(Failure::Usage(format!(
-            "command not found or not executable: {program:?}"
-        )));
-    }
     let grace = a
         .kill_grace
         .unwrap_or_else(|| (a.ttl / 4).min(Duration::from_secs(5)));
-    if grace >= a.ttl / 2 {
+    // --ttl, then --renew-period, then --kill-grace, each alone and together.
+    tenure::check_supervised_timing(a.ttl, a.renew_period, grace).map_err(|e| {
+        let flag = match &e {
+            tenure::Error::InvalidConfig { field: "ttl", .. } => "--ttl",
+            tenure::Error::InvalidConfig {
+                field: "renew period",
+                ..
+            } => "--renew-period",
+            _ => "--kill-grace",
+        };
+        Failure::Usage(format!("{flag}: {e}"))
+    })?;
+    let program = &a.command[0];
+    if job::resolve(program).is_none() {
         return Err(Failure::Usage(format!(
-            "--kill-grace {grace:?} must be below ttl/2 = {:?}, so the command can be stopped before the lease expires",
-            a.ttl / 2
+            "command not found or not executable: {program:?}"
         )));
     }
     let mut signals = Signals::new()?;
@@ -92,6 +98,22 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         builder = builder.preempt_after(p);
     }
     let elector = builder.build()?;
+    // The guard starts now, once: starting a job later costs what it did
+    // without a guard (one fork and exec).
+    let env = [
+        ("TENURE_ELECTION", a.election.clone()),
+        ("TENURE_NAMESPACE", a.namespace.clone()),
+        ("TENURE_HOLDER", elector.holder_id().to_string()),
+    ];
+    let mut guard = match Guard::start(&a.command, &env) {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = elector.shutdown().await;
+            return Err(Failure::Runtime(format!(
+                "cannot start the job's guard: {e}"
+            )));
+        }
+    };
     tracing::info!(election = %elector.election(), holder = elector.holder_id(), "campaigning");
 
     loop {
@@ -102,7 +124,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                 return Ok(code);
             }
         };
-        match lead(&a, &elector, &leadership, &mut signals, grace).await? {
+        match lead(&a, &elector, &mut guard, &leadership, &mut signals, grace).await? {
             After::Campaign => continue,
             After::Exit(code) => return Ok(code),
         }
@@ -113,20 +135,36 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
 async fn lead(
     a: &RunArgs,
     elector: &Elector,
+    guard: &mut Guard,
     leadership: &Leadership,
     signals: &mut Signals,
     grace: Duration,
 ) -> Result<After, Failure> {
-    let env = [
-        ("TENURE_TERM", leadership.term().to_string()),
-        ("TENURE_ELECTION", a.election.clone()),
-        ("TENURE_NAMESPACE", a.namespace.clone()),
-        ("TENURE_HOLDER", elector.holder_id().to_string()),
-    ];
+    let mut renewals = leadership.clone();
     let mut restart_delay = Duration::from_millis(100);
     loop {
-        let mut child = match supervise::spawn(&a.command, &env) {
+        // Start only with more lease left than the kill grace, or the job
+        // could not be given its SIGTERM grace; otherwise wait for a renewal.
+        while leadership.remaining() <= grace {
+            tokio::select! {
+                biased;
+                code = signals.next() => {
+                    release(elector).await;
+                    return Ok(After::Exit(code));
+                }
+                renewed = renewals.renewed() => if renewed.is_none() {
+                    return lost(a, elector, leadership).await;
+                },
+                _ = leadership.lost() => return lost(a, elector, leadership).await,
+            }
+        }
+        let Some(deadline) = leadership.deadline() else {
+            return lost(a, elector, leadership).await;
+        };
+        let mut child = match guard.spawn(leadership.term(), deadline).await {
             Ok(c) => c,
+            // tenure was not scheduled in time and the deadline passed.
+            Err(_) if !leadership.is_valid() => return lost(a, elector, leadership).await,
             Err(e) => {
                 let _ = elector.shutdown().await;
                 return Err(Failure::Runtime(format!(
@@ -138,64 +176,86 @@ async fn lead(
         tracing::info!(
             term = leadership.term(),
             pid = child.pid(),
+            cgroup = child.in_cgroup(),
             "leader: command started"
         );
         let started = std::time::Instant::now();
-        tokio::select! {
-            biased;
-            code = signals.next() => {
-                stop(&mut child, Some(leadership), grace, "tenure was asked to stop").await;
-                release(elector).await;
-                return Ok(After::Exit(code));
-            }
-            _ = leadership.expiring(grace) => {
-                stop(&mut child, Some(leadership), grace, "leadership is ending").await;
-                // Hand over whatever is left of this tenure rather than sit on it
-                // without the command; never a newer tenure.
-                if elector.term() == Some(leadership.term()) {
-                    let _ = elector.resign().await;
+        let exit = loop {
+            tokio::select! {
+                biased;
+                code = signals.next() => {
+                    stop(&mut child, Some(leadership), grace, "tenure was asked to stop").await;
+                    release(elector).await;
+                    return Ok(After::Exit(code));
                 }
-                if a.exit_on_loss {
-                    let _ = elector.shutdown().await;
-                    return Ok(After::Exit(EXIT_LOST));
+                _ = leadership.expiring(grace) => {
+                    stop(&mut child, Some(leadership), grace, "leadership is ending").await;
+                    return lost(a, elector, leadership).await;
                 }
-                return Ok(After::Campaign);
+                exit = child.wait() => break exit,
+                // Every renewal moves the guard's deadline with it.
+                Some(deadline) = renewals.renewed() => child.extend(deadline),
             }
-            status = child.wait() => {
-                let code = status.map(exit_code).unwrap_or(1);
-                if a.restart && leadership.is_valid() {
-                    tracing::warn!(code, "command exited; restarting (--restart)");
-                    if started.elapsed() > Duration::from_secs(10) {
-                        restart_delay = Duration::from_millis(100);
-                    }
-                    // The back-off races the end of the tenure and signals.
-                    tokio::select! {
-                        _ = tokio::time::sleep(restart_delay) => {}
-                        _ = leadership.expiring(grace) => return Ok(After::Campaign),
-                        code = signals.next() => {
-                            release(elector).await;
-                            return Ok(After::Exit(code));
-                        }
-                    }
-                    restart_delay = (restart_delay * 2).min(Duration::from_secs(5));
-                    // Start again only under this same tenure, with room to stop in time.
-                    if leadership.remaining() > grace && elector.term() == Some(leadership.term()) {
-                        continue;
-                    }
-                    return Ok(After::Campaign);
-                }
-                tracing::info!(code, "command exited; releasing the lease");
-                release(elector).await;
-                return Ok(After::Exit(code));
-            }
+        };
+        let exit = exit.unwrap_or(Exit {
+            status: job::JobStatus::Code(1),
+            lapsed: false,
+        });
+        if exit.lapsed {
+            // The guard killed the job at the deadline: tenure itself was not
+            // scheduled in time (stopped, starved). The tenure is over.
+            tracing::warn!(
+                "the lease deadline passed before tenure could renew; the guard killed the command"
+            );
+            return lost(a, elector, leadership).await;
         }
+        let code = exit_code(exit.status);
+        if a.restart && leadership.is_valid() {
+            tracing::warn!(code, "command exited; restarting (--restart)");
+            if started.elapsed() > Duration::from_secs(10) {
+                restart_delay = Duration::from_millis(100);
+            }
+            // The back-off races the end of the tenure and signals.
+            tokio::select! {
+                _ = tokio::time::sleep(restart_delay) => {}
+                _ = leadership.lost() => return lost(a, elector, leadership).await,
+                code = signals.next() => {
+                    release(elector).await;
+                    return Ok(After::Exit(code));
+                }
+            }
+            restart_delay = (restart_delay * 2).min(Duration::from_secs(5));
+            // Start again only under this same tenure (the loop waits for a
+            // renewal if too little of it is left).
+            if elector.term() == Some(leadership.term()) {
+                continue;
+            }
+            return lost(a, elector, leadership).await;
+        }
+        tracing::info!(code, "command exited; releasing the lease");
+        release(elector).await;
+        return Ok(After::Exit(code));
     }
 }
 
-async fn stop(child: &mut Child, leadership: Option<&Leadership>, grace: Duration, why: &str) {
+/// After the command was stopped because the tenure ended.
+async fn lost(a: &RunArgs, elector: &Elector, leadership: &Leadership) -> Result<After, Failure> {
+    // Hand over whatever is left of this tenure rather than sit on it
+    // without the command; never a newer tenure.
+    if elector.term() == Some(leadership.term()) {
+        let _ = elector.resign().await;
+    }
+    if a.exit_on_loss {
+        let _ = elector.shutdown().await;
+        return Ok(After::Exit(EXIT_LOST));
+    }
+    Ok(After::Campaign)
+}
+
+async fn stop(child: &mut Job<'_>, leadership: Option<&Leadership>, grace: Duration, why: &str) {
     tracing::warn!(pid = child.pid(), "{why}: stopping the command");
     match child.stop(leadership, grace).await {
-        Ok(status) => tracing::info!(code = exit_code(status), "command stopped"),
+        Ok(exit) => tracing::info!(code = exit_code(exit.status), "command stopped"),
         Err(e) => tracing::error!("waiting for the command failed: {e}"),
     }
 }

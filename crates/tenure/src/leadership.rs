@@ -201,6 +201,33 @@ impl Leadership {
         }
     }
 
+    /// Waits until a renewal moves the local deadline and returns the new one;
+    /// `None` once this tenure is over.
+    ///
+    /// A supervisor forwards each deadline to whatever enforces it outside the
+    /// process (`tenure run` sends it to the guard process that kills the job
+    /// when it passes). Cancel-safe: a deadline that moved while nobody was
+    /// waiting is returned by the next call.
+    ///
+    /// ```no_run
+    /// # async fn demo(elector: &tenure::Elector) -> tenure::Result<()> {
+    /// let mut leadership = elector.acquired().await?;
+    /// while let Some(deadline) = leadership.renewed().await {
+    ///     println!("valid until {deadline:?} on the elector's clock");
+    /// }
+    /// println!("tenure over");
+    /// # Ok(()) }
+    /// ```
+    pub async fn renewed(&mut self) -> Option<Duration> {
+        if self.current.changed().await.is_err() {
+            return None;
+        }
+        match *self.current.borrow_and_update() {
+            Some(c) if c.term == self.term => Some(c.deadline),
+            _ => None,
+        }
+    }
+
     /// How long this tenure is certainly valid, from now; zero once it is over.
     pub fn remaining(&self) -> Duration {
         if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) && self.deadline().is_some() {

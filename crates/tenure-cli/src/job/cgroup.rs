@@ -1,0 +1,115 @@
+//! A cgroup v2 of the job's own, so that one write kills every process the job
+//! started, including those that left its process group with `setsid`.
+//!
+//! Used when the kernel offers it: a cgroup2 hierarchy is mounted, the guard's
+//! own cgroup is writable (root, or a delegated subtree) and has `cgroup.kill`
+//! (Linux 5.14+). Otherwise the guard falls back to the process group and its
+//! role as child subreaper (see `reap.rs`). No crate does this small part of
+//! the cgroup interface without pulling in a whole cgroup manager, so it is
+//! written here against the kernel's file interface.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Set to `0` to keep jobs out of cgroups (tests use it to check the fallback).
+pub const DISABLE_ENV: &str = "TENURE_JOB_CGROUP";
+
+/// The job's cgroup: made by the guard before the job starts, removed after.
+#[derive(Debug)]
+pub struct Cgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, opened before the fork so the child only has to write.
+    procs: File,
+}
+
+impl Cgroup {
+    /// Makes `tenure-job-<pid>` under the guard's own cgroup, or
+    /// `None` when cgroups v2 cannot be used here.
+    pub fn create() -> Option<Cgroup> {
+        if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
+            return None;
+        }
+        let mount = cgroup2_mount()?;
+        let own = own_cgroup()?;
+        let dir = mount
+            .join(own.trim_start_matches('/'))
+            .join(format!("tenure-job-{}", std::process::id()));
+        fs::create_dir(&dir).ok()?;
+        let group = Cgroup {
+            procs: match OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))
+            {
+                Ok(f) => f,
+                Err(_) => {
+                    let _ = fs::remove_dir(&dir);
+                    return None;
+                }
+            },
+            dir,
+        };
+        if !group.dir.join("cgroup.kill").exists() {
+            group.remove();
+            return None;
+        }
+        Some(group)
+    }
+
+    /// The directory, for the report to `tenure run`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A descriptor of `cgroup.procs`: a forked child writes `0` to it to move
+    /// itself in before exec (async-signal-safe: one `write`).
+    pub fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    /// Kills every process in the cgroup at once.
+    pub fn kill(&self) {
+        kill_dir(&self.dir);
+    }
+
+    /// Removes the (emptied) cgroup; the kernel refuses while processes remain,
+    /// so this retries for a short while after a kill.
+    pub fn remove(self) {
+        let start = Instant::now();
+        while fs::remove_dir(&self.dir).is_err() && start.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Kills every process of the cgroup at `dir` (ignores errors: a cgroup that
+/// is gone has nothing left to kill).
+pub fn kill_dir(dir: &Path) {
+    if let Ok(mut f) = OpenOptions::new().write(true).open(dir.join("cgroup.kill")) {
+        let _ = f.write_all(b"1");
+    }
+}
+
+/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` on hybrid systems).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        // "... mount_point options ... - fstype source super_options"
+        let (left, right) = line.split_once(" - ")?;
+        if right.split(' ').next()? != "cgroup2" {
+            return None;
+        }
+        left.split(' ').nth(4).map(PathBuf::from)
+    })
+}
+
+/// This process's cgroup v2 path (the `0::` line of /proc/self/cgroup).
+fn own_cgroup() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+}

@@ -1,0 +1,172 @@
+//! The messages between `tenure run` and its guard: one text line each, over a
+//! Unix socket pair.
+//!
+//! Text lines rather than a binary format because they are a handful of bytes,
+//! easy to read in `strace`, and both ends are this binary: there is no version
+//! skew to manage.
+
+use std::time::Duration;
+
+/// From `tenure run` to the guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToGuard {
+    /// Kill the job at this `CLOCK_BOOTTIME` instant unless a later message
+    /// moves it. Sent before each start and after every renewal.
+    Deadline(Duration),
+    /// Start the job with `TENURE_TERM` set to this term.
+    Start(u64),
+    /// Ask the job to stop: SIGTERM to its process group.
+    Terminate,
+    /// Kill the job and everything it started, now.
+    Kill,
+}
+
+/// How the job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+}
+
+/// From the guard to `tenure run`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FromGuard {
+    /// The job runs with this pid (also its process group); `cgroup` is the
+    /// directory of the jobs' own cgroup, if the kernel let the guard make one.
+    Started { pid: i32, cgroup: Option<String> },
+    /// The job could not be started.
+    Failed(String),
+    /// The job and everything it left behind are gone. `lapsed` is true when
+    /// the guard killed it because the deadline passed without an extension.
+    Exited { status: JobStatus, lapsed: bool },
+}
+
+impl ToGuard {
+    pub fn encode(&self) -> String {
+        match self {
+            ToGuard::Deadline(d) => format!("D {}\n", d.as_nanos()),
+            ToGuard::Start(term) => format!("R {term}\n"),
+            ToGuard::Terminate => "T\n".to_string(),
+            ToGuard::Kill => "K\n".to_string(),
+        }
+    }
+
+    pub fn decode(line: &str) -> Option<Self> {
+        let (tag, rest) = split(line);
+        match tag {
+            "D" => rest
+                .parse::<u64>()
+                .ok()
+                .map(|ns| ToGuard::Deadline(Duration::from_nanos(ns))),
+            "R" => rest.parse().ok().map(ToGuard::Start),
+            "T" => Some(ToGuard::Terminate),
+            "K" => Some(ToGuard::Kill),
+            _ => None,
+        }
+    }
+}
+
+impl FromGuard {
+    pub fn encode(&self) -> String {
+        match self {
+            FromGuard::Started { pid, cgroup } => {
+                format!("S {pid} {}\n", cgroup.as_deref().unwrap_or("-"))
+            }
+            // One line: the message must not break the framing.
+            FromGuard::Failed(m) => format!("F {}\n", m.replace('\n', " ")),
+            FromGuard::Exited { status, lapsed } => {
+                let (kind, n) = match status {
+                    JobStatus::Code(c) => ("C", c),
+                    JobStatus::Signal(s) => ("S", s),
+                };
+                format!("X {kind} {n} {}\n", u8::from(*lapsed))
+            }
+        }
+    }
+
+    pub fn decode(line: &str) -> Option<Self> {
+        let (tag, rest) = split(line);
+        match tag {
+            "S" => {
+                let (pid, cgroup) = rest.split_once(' ')?;
+                Some(FromGuard::Started {
+                    pid: pid.parse().ok()?,
+                    cgroup: (cgroup != "-").then(|| cgroup.to_string()),
+                })
+            }
+            "F" => Some(FromGuard::Failed(rest.to_string())),
+            "X" => {
+                let mut p = rest.split(' ');
+                let kind = p.next()?;
+                let n: i32 = p.next()?.parse().ok()?;
+                let lapsed = p.next()? == "1";
+                let status = match kind {
+                    "C" => JobStatus::Code(n),
+                    "S" => JobStatus::Signal(n),
+                    _ => return None,
+                };
+                Some(FromGuard::Exited { status, lapsed })
+            }
+            _ => None,
+        }
+    }
+}
+
+fn split(line: &str) -> (&str, &str) {
+    let line = line.trim_end_matches('\n');
+    line.split_once(' ').unwrap_or((line, ""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_survives_a_round_trip() {
+        for m in [
+            ToGuard::Deadline(Duration::new(12_345, 678)),
+            ToGuard::Start(7),
+            ToGuard::Terminate,
+            ToGuard::Kill,
+        ] {
+            assert_eq!(ToGuard::decode(&m.encode()), Some(m));
+        }
+        for m in [
+            FromGuard::Started {
+                pid: 42,
+                cgroup: None,
+            },
+            FromGuard::Started {
+                pid: 42,
+                cgroup: Some("/sys/fs/cgroup/a b".into()),
+            },
+            FromGuard::Failed("no such file".into()),
+            FromGuard::Exited {
+                status: JobStatus::Code(7),
+                lapsed: false,
+            },
+            FromGuard::Exited {
+                status: JobStatus::Signal(9),
+                lapsed: true,
+            },
+        ] {
+            assert_eq!(FromGuard::decode(&m.encode()), Some(m));
+        }
+    }
+
+    #[test]
+    fn a_message_with_a_newline_stays_one_line() {
+        let line = FromGuard::Failed("a\nb".into()).encode();
+        assert_eq!(line.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        assert_eq!(ToGuard::decode("D x"), None);
+        assert_eq!(ToGuard::decode("Q"), None);
+        assert_eq!(FromGuard::decode("X C"), None);
+        assert_eq!(FromGuard::decode("X Z 1 0"), None);
+    }
+}
