@@ -82,6 +82,8 @@ struct Guard {
     cgroup: Option<Cgroup>,
     /// The running job, if any.
     job: Option<Pid>,
+    /// Leftovers of an earlier job may still be on their way to us.
+    orphans: bool,
     lapsed: bool,
 }
 
@@ -106,6 +108,10 @@ impl Guard {
         ] {
             mask.add(s);
         }
+        // An ignored SIGCHLD inherited from whoever started tenure would make
+        // the kernel reap the job unseen: put the default action back.
+        // SAFETY: installs the default disposition, no handler code.
+        unsafe { nix::sys::signal::signal(Signal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl) }?;
         nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
         let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
         let timer = TimerFd::new(
@@ -124,6 +130,7 @@ impl Guard {
             // Made once, reused by every job of this `tenure run`.
             cgroup: Cgroup::create(),
             job: None,
+            orphans: false,
             lapsed: false,
         })
     }
@@ -139,9 +146,20 @@ impl Guard {
                     PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN),
                 ];
                 let n = if self.ctl_open { 3 } else { 2 };
-                if poll(&mut fds[..n], PollTimeout::NONE).is_err() {
-                    // EINTR: look again.
-                    continue;
+                // Between jobs, leftovers reparented to us late (their parent
+                // was stuck) send no signal on arrival: look every 100 ms.
+                let timeout = if self.job.is_none() && self.orphans {
+                    PollTimeout::from(100u16)
+                } else {
+                    PollTimeout::NONE
+                };
+                match poll(&mut fds[..n], timeout) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(_) => {
+                        // Not expected (ENOMEM); do not spin.
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
                 }
                 let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
                 (n == 3 && ready(&fds[2]), ready(&fds[1]))
@@ -162,14 +180,22 @@ impl Guard {
             }
             while let Ok(Some(_)) = self.signals.read_signal() {}
             if let Some(job) = self.job {
-                if let (Some(status), _) = reap::reap(job) {
-                    self.finish(status);
-                } else if !self.ctl_open && !self.lapsed {
+                let exited = reap::has_exited(job);
+                if exited {
+                    // Kill its group while the zombie keeps the group id ours.
                     self.kill_job();
                 }
+                // Also reaps leftovers of earlier jobs that died meanwhile.
+                if let (Some(status), _) = reap::reap(job) {
+                    if !exited {
+                        self.kill_job();
+                    }
+                    self.finish(status);
+                }
             } else {
-                // Orphans of an earlier job that died late.
-                reap::reap(Pid::from_raw(0));
+                // Between jobs every child is a leftover of an earlier job.
+                reap::kill_children();
+                self.orphans = !reap::reap(Pid::from_raw(0)).1;
             }
         }
         if let Some(c) = self.cgroup.take() {
@@ -244,8 +270,10 @@ impl Guard {
     /// The job exited: kill what it left behind, report, get ready for the next.
     fn finish(&mut self, status: WaitStatus) {
         // Leftovers would be leader work running without a lease.
-        self.kill_job();
-        reap::kill_all_descendants(LEFTOVER_KILL_WAIT);
+        if let Some(c) = &self.cgroup {
+            c.kill();
+        }
+        self.orphans = !reap::kill_all_descendants(LEFTOVER_KILL_WAIT);
         self.job = None;
         self.disarm_timer();
         let status = match status {

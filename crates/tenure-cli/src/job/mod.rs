@@ -36,6 +36,9 @@ use wire::{FromGuard, ToGuard};
 
 /// How long `tenure run` waits for the guard to answer a start request.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long it waits for the report of a kill (the guard kills leftovers for
+/// up to 5 s first).
+const KILL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a job ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +52,13 @@ pub struct Exit {
 #[derive(Debug)]
 pub struct Guard {
     process: tokio::process::Child,
-    to_guard: OwnedWriteHalf,
+    /// Written with plain non-blocking writes: tokio's `try_write` would
+    /// refuse until the reactor has seen the socket writable.
+    to_guard: StdUnixStream,
     from_guard: Lines<BufReader<OwnedReadHalf>>,
+    /// Kept, never used: dropping it would shut the socket down for writing,
+    /// which the guard reads as tenure being gone.
+    _unused_write_half: OwnedWriteHalf,
 }
 
 /// A running job, behind the guard.
@@ -101,10 +109,12 @@ impl Guard {
         let process = cmd.spawn()?;
         drop(theirs);
         ours.set_nonblocking(true)?;
+        let to_guard = ours.try_clone()?;
         let (rx, tx) = tokio::net::UnixStream::from_std(ours)?.into_split();
         Ok(Guard {
             process,
-            to_guard: tx,
+            to_guard,
+            _unused_write_half: tx,
             from_guard: BufReader::new(rx).lines(),
         })
     }
@@ -113,7 +123,7 @@ impl Guard {
         // A handful of bytes to a guard that always reads: never blocks. If it
         // ever could not be sent, the guard keeps the older, earlier deadline,
         // which errs on the safe side.
-        let _ = self.to_guard.try_write(msg.encode().as_bytes());
+        let _ = io::Write::write(&mut &self.to_guard, msg.encode().as_bytes());
     }
 
     async fn next_message(&mut self) -> Option<FromGuard> {
@@ -157,9 +167,13 @@ impl Guard {
                     "the job's guard exited ({status})"
                 )))
             }
-            Err(_) => Err(io::Error::other(
-                "the job's guard did not answer within 10s",
-            )),
+            Err(_) => {
+                // Whatever it may still start must not run.
+                self.send(ToGuard::Kill);
+                Err(io::Error::other(
+                    "the job's guard did not answer within 10s",
+                ))
+            }
         }
     }
 }
@@ -225,6 +239,20 @@ impl Job<'_> {
         }
     }
 
+    /// Kills the job now and waits (bounded) for the guard's report.
+    async fn kill(&mut self) -> io::Result<Exit> {
+        self.send(ToGuard::Kill);
+        match tokio::time::timeout(KILL_REPORT_TIMEOUT, self.wait()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                self.kill_leftovers();
+                Err(io::Error::other(
+                    "the job's guard did not report the kill in time; killed its group",
+                ))
+            }
+        }
+    }
+
     /// Stops the job: SIGTERM, then SIGKILL after `grace`, and in any case
     /// SIGKILL at the leadership's local deadline (which is before the lease can
     /// expire for others) or at once if leadership is already gone.
@@ -239,8 +267,7 @@ impl Job<'_> {
         }
         let still_valid = leadership.map(|l| l.is_valid()).unwrap_or(true);
         if !still_valid {
-            self.send(ToGuard::Kill);
-            return self.wait().await;
+            return self.kill().await;
         }
         self.send(ToGuard::Terminate);
         let term_sent = clock.now();
@@ -260,10 +287,7 @@ impl Job<'_> {
             };
             tokio::select! {
                 exit = self.wait() => return exit,
-                _ = clock.sleep_until(kill_at) => {
-                    self.send(ToGuard::Kill);
-                    return self.wait().await;
-                }
+                _ = clock.sleep_until(kill_at) => return self.kill().await,
                 // Leadership ended while we waited: recompute (kill now).
                 _ = lost, if leadership.is_some_and(|l| l.is_valid()) => {}
             }

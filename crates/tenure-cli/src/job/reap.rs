@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 /// Makes the calling process the reaper of its orphaned descendants.
@@ -58,6 +58,19 @@ pub fn kill_children() {
     }
 }
 
+/// Whether `job` (a child) has exited, without reaping it: while it is a
+/// zombie its pid, and so its process group id, cannot be reused, so its group
+/// can still be killed safely.
+pub fn has_exited(job: Pid) -> bool {
+    matches!(
+        waitid(
+            Id::Pid(job),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT
+        ),
+        Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
+    )
+}
+
 /// Reaps every child that has exited; returns the status of `job` if it was
 /// among them, and whether no child at all is left.
 pub fn reap(job: Pid) -> (Option<WaitStatus>, bool) {
@@ -78,13 +91,17 @@ pub fn reap(job: Pid) -> (Option<WaitStatus>, bool) {
     }
 }
 
-/// Kills and reaps every remaining descendant, for at most `within`.
-pub fn kill_all_descendants(within: Duration) {
+/// Kills and reaps every remaining descendant, for at most `within`; returns
+/// whether none is left (false: one is stuck, in uninterruptible sleep say).
+pub fn kill_all_descendants(within: Duration) -> bool {
     let start = Instant::now();
     loop {
         kill_children();
-        if reap(Pid::from_raw(0)).1 || start.elapsed() > within {
-            return;
+        if reap(Pid::from_raw(0)).1 {
+            return true;
+        }
+        if start.elapsed() > within {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
