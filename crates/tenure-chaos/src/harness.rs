@@ -40,7 +40,7 @@ pub struct HarnessArgs {
     /// Comma-separated fault kinds (kill, stop, clock, latency, blackhole, reset, cut, restart); default: all that apply.
     #[arg(long)]
     pub faults: Option<String>,
-    /// Run the candidates with a deliberate bug (see tenure's chaos-bugs feature); violations are then expected.
+    /// Run the candidates with a deliberate bug (needs a build with RUSTFLAGS="--cfg tenure_chaos_bugs"; see docs/chaos.md); violations are then expected.
     #[arg(long)]
     pub bug: Option<String>,
     /// Clock faults use rates beyond the documented 1% drift bound (0.7x); violations are then expected.
@@ -83,6 +83,12 @@ pub fn default_kinds(server: bool, private: bool) -> Vec<&'static str> {
 }
 
 pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
+    if args.bug.is_some() && !tenure::chaos_bugs_compiled_in() {
+        return Err("--bug needs a build with the deliberate bugs compiled in: \
+             RUSTFLAGS=\"--cfg tenure_chaos_bugs\" cargo build -p tenure-chaos --target-dir target/chaos-bugs \
+             (.ci/chaos-smoke does this)"
+            .to_string());
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from(format!(

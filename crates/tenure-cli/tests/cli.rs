@@ -551,3 +551,32 @@ async fn transfer_to_a_member_with_a_stale_heartbeat_is_refused() {
         "{all}"
     );
 }
+
+/// The deliberate bugs of the chaos harness are not in a normal build, even
+/// one with every feature of the workspace (before, a cargo feature unified
+/// them into the CLI): `TENURE_CHAOS_BUG` changes nothing.
+#[test]
+fn chaos_bugs_are_not_in_normal_builds() {
+    assert!(
+        !tenure::chaos_bugs_compiled_in(),
+        "this test build (--all-features) must not have the deliberate bugs"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    for bug in [
+        "renew-unchecked",
+        "loss-on-failed-renew",
+        "wall-clock",
+        "whole-seconds",
+    ] {
+        let out = std::process::Command::new(common::BIN)
+            .args(["run", "--store", &url, "--election", "e", "--", "true"])
+            .env("TENURE_CHAOS_BUG", bug)
+            .env("TENURE_LOG", "info")
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{all}");
+        assert!(!all.contains("DELIBERATE BUG"), "{bug}: {all}");
+    }
+}

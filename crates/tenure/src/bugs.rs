@@ -1,9 +1,11 @@
-//! Deliberate bugs for the chaos harness's self-checks (feature `chaos-bugs`).
+//! Deliberate bugs for the chaos harness's self-checks.
 //!
-//! A checker that passes a broken build is itself broken. With the feature
-//! compiled in, setting `TENURE_CHAOS_BUG` to one of the names below makes this
-//! process misbehave in exactly that way; without the variable nothing changes.
-//! Release builds never enable the feature.
+//! A checker that passes a broken build is itself broken. Compiled only with
+//! `RUSTFLAGS="--cfg tenure_chaos_bugs"` (the chaos smoke's own build, in its
+//! own target directory); then setting `TENURE_CHAOS_BUG` to one of the names
+//! below makes this process misbehave in exactly that way, and it says so on
+//! stderr at the first check. In every other build `active` is a constant
+//! `false` and the variable is ignored.
 
 /// The bugs the chaos harness must catch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,29 +21,56 @@ pub(crate) enum Bug {
     LossOnFailedRenew,
 }
 
-#[cfg(feature = "chaos-bugs")]
+#[cfg(tenure_chaos_bugs)]
 fn current() -> Option<Bug> {
     static BUG: std::sync::OnceLock<Option<Bug>> = std::sync::OnceLock::new();
-    *BUG.get_or_init(|| match std::env::var("TENURE_CHAOS_BUG").as_deref() {
-        Ok("wall-clock") => Some(Bug::WallClock),
-        Ok("whole-seconds") => Some(Bug::WholeSeconds),
-        Ok("renew-unchecked") => Some(Bug::RenewUnchecked),
-        Ok("loss-on-failed-renew") => Some(Bug::LossOnFailedRenew),
-        _ => None,
+    *BUG.get_or_init(|| {
+        let name = std::env::var("TENURE_CHAOS_BUG").ok()?;
+        let bug = match name.as_str() {
+            "wall-clock" => Bug::WallClock,
+            "whole-seconds" => Bug::WholeSeconds,
+            "renew-unchecked" => Bug::RenewUnchecked,
+            "loss-on-failed-renew" => Bug::LossOnFailedRenew,
+            _ => return None,
+        };
+        eprintln!(
+            "tenure: DELIBERATE BUG `{name}` IS ACTIVE in process {}: this build breaks \
+             leader-election safety on purpose, for the chaos harness's self-checks only",
+            std::process::id()
+        );
+        Some(bug)
     })
 }
 
 /// True if this process runs with `bug` switched on.
-#[cfg(feature = "chaos-bugs")]
+#[cfg(tenure_chaos_bugs)]
 pub(crate) fn active(bug: Bug) -> bool {
     current() == Some(bug)
 }
 
-/// Always false without the `chaos-bugs` feature.
-#[cfg(not(feature = "chaos-bugs"))]
+/// Always false: this build has no deliberate bugs.
+#[cfg(not(tenure_chaos_bugs))]
 #[inline(always)]
 pub(crate) fn active(_bug: Bug) -> bool {
     false
+}
+
+/// Whether this build has the deliberate bugs compiled in (for the chaos
+/// harness, which refuses `--bug` otherwise).
+#[doc(hidden)]
+pub fn compiled_in() -> bool {
+    cfg!(tenure_chaos_bugs)
+}
+
+/// The loss-on-failed-renew bug's one hook: a deadline so far away that only a
+/// failed renewal ends leadership.
+pub(crate) fn stretch_deadline(deadline: std::time::Duration) -> std::time::Duration {
+    if active(Bug::LossOnFailedRenew) {
+        // 68 years: far, yet small enough for the nanosecond atomics.
+        deadline + std::time::Duration::from_secs(1 << 31)
+    } else {
+        deadline
+    }
 }
 
 /// The placeholder the wall-clock bug puts where the store's clock belongs.

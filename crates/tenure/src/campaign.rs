@@ -459,11 +459,7 @@ impl Campaign {
         let mut next_renew = self.next_renewal(self.now());
         let mut renewals = 0u64;
         let mut renew_failures = 0u32;
-        let bug_no_deadline = crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew);
         loop {
-            if bug_no_deadline {
-                deadline = Duration::MAX;
-            }
             // A hand-over request makes the next renewal fail, so the leader
             // always notices it within a renew period; where the store pushes
             // changes, the request wakes it at once. No polling reads: a

@@ -72,9 +72,6 @@ impl Shared {
 
     pub fn is_leader(&self) -> bool {
         let deadline = self.deadline_ns.load(Ordering::Acquire);
-        if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) {
-            return deadline != 0;
-        }
         deadline != 0 && (self.clock.now().as_nanos() as u64) < deadline
     }
 
@@ -230,9 +227,6 @@ impl Leadership {
 
     /// How long this tenure is certainly valid, from now; zero once it is over.
     pub fn remaining(&self) -> Duration {
-        if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) && self.deadline().is_some() {
-            return Duration::MAX;
-        }
         self.deadline()
             .map(|d| d.saturating_sub(self.clock.now()))
             .unwrap_or(Duration::ZERO)
@@ -258,10 +252,7 @@ impl Leadership {
                 Some(c) if c.term == self.term => c.deadline,
                 _ => return,
             };
-            let mut wake = deadline.saturating_sub(lead);
-            if crate::bugs::active(crate::bugs::Bug::LossOnFailedRenew) {
-                wake = Duration::MAX;
-            }
+            let wake = deadline.saturating_sub(lead);
             if self.clock.now() >= wake {
                 return;
             }

@@ -36,6 +36,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod bugs;
+#[doc(hidden)]
+pub use bugs::compiled_in as chaos_bugs_compiled_in;
 mod campaign;
 pub mod clock;
 mod elector;
