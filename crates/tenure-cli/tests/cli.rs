@@ -580,3 +580,102 @@ fn chaos_bugs_are_not_in_normal_builds() {
         assert!(!all.contains("DELIBERATE BUG"), "{bug}: {all}");
     }
 }
+
+/// A file that is not an SQLite database: one clear message, exit 2, and none
+/// of the pool's raw "error returned from after_connect" lines.
+#[test]
+fn a_file_that_is_not_an_sqlite_database_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.db");
+    let noise: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&path, noise).unwrap();
+    let url = format!("sqlite://{}", path.display());
+    for args in [
+        vec!["status", "--store", url.as_str()],
+        vec![
+            "run",
+            "--store",
+            url.as_str(),
+            "--election",
+            "e",
+            "--",
+            "true",
+        ],
+    ] {
+        let out = tenure(dir.path(), &args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert_eq!(all.matches("is not an SQLite database").count(), 1, "{all}");
+        assert!(
+            !all.contains("after_connect") && !all.contains("no connection could be opened"),
+            "{all}"
+        );
+    }
+}
+
+/// Tables named like tenure's that belong to another program: the message
+/// says so and points to --table-prefix, on SQLite and PostgreSQL.
+#[tokio::test]
+async fn a_foreign_table_with_tenures_name_points_to_table_prefix() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+    let mut c = sqlx::SqliteConnection::connect(&sqlite).await.unwrap();
+    c.execute("CREATE TABLE tenure_leases (id INTEGER PRIMARY KEY, payload TEXT)")
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let dir2 = tempfile::tempdir().unwrap();
+    let sqlite2 = format!("sqlite://{}?mode=rwc", dir2.path().join("t.db").display());
+    let mut c = sqlx::SqliteConnection::connect(&sqlite2).await.unwrap();
+    c.execute("CREATE TABLE tenure_schema (name TEXT, version INTEGER)")
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let url2 = format!("sqlite://{}", dir2.path().join("t.db").display());
+    let mut urls = vec![(url, ""), (url2, "")];
+    let pg = servers::postgres_url();
+    let prefix = format!("foreign{}_", std::process::id());
+    if let Some(_store) =
+        servers::connect_or_skip(&pg, &tenure::store::StoreOptions::default()).await
+    {
+        let mut c = sqlx::PgConnection::connect(&pg).await.unwrap();
+        c.execute(
+            format!("CREATE TABLE {prefix}leases (id INT PRIMARY KEY, payload TEXT)").as_str(),
+        )
+        .await
+        .unwrap();
+        urls.push((pg.clone(), prefix.as_str()));
+    }
+    for (url, prefix) in &urls {
+        let mut args = vec!["status", "--store", url.as_str()];
+        if !prefix.is_empty() {
+            args.extend(["--table-prefix", prefix]);
+        }
+        let out = tenure(dir.path(), &args);
+        let all = text(&out);
+        assert_ne!(out.status.code(), Some(0), "{all}");
+        assert!(
+            all.contains("exists here but is not tenure's") && all.contains("--table-prefix"),
+            "{all}"
+        );
+    }
+    if urls.len() == 3 {
+        let mut c = sqlx::PgConnection::connect(&pg).await.unwrap();
+        let created: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE '{prefix}%' AND tablename <> '{prefix}leases'"
+        ))
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        assert_eq!(created, 0, "nothing is created beside the foreign table");
+        for t in ["leases", "members", "history", "schema"] {
+            c.execute(format!("DROP TABLE IF EXISTS {prefix}{t}").as_str())
+                .await
+                .unwrap();
+        }
+    }
+}

@@ -54,6 +54,16 @@ fn is_transient(code: &str, number: Option<u16>, msg: &str) -> bool {
         || msg.contains("database is busy")
 }
 
+/// A column tenure's statements name is missing: the table is someone else's.
+fn is_missing_column(code: &str, number: Option<u16>, msg: &str) -> bool {
+    code == "42703" || number == Some(1054) || msg.contains("no such column")
+}
+
+/// SQLITE_NOTADB: the file exists but is not an SQLite database.
+fn is_not_a_database(code: &str, msg: &str) -> bool {
+    code == "26" || msg.contains("file is not a database")
+}
+
 fn is_unknown_database(code: &str, number: Option<u16>) -> bool {
     code == "3D000" || number == Some(1049)
 }
@@ -79,6 +89,25 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
                 reason: format!(
                     "{msg}; create the tables with `tenure migrate --store URL{}` or apply the SQL printed by `tenure migrate --print-sql`",
                     prefix_hint(prefix)
+                ),
+            };
+        }
+        if is_missing_column(&code, number, &msg) {
+            return Error::Schema {
+                store,
+                reason: format!(
+                    "{msg}: a {prefix}* table exists here but is not tenure's (another program's, \
+                     or made by hand); give tenure tables of its own with --table-prefix \
+                     (for example --table-prefix app_{prefix}), or remove the foreign table"
+                ),
+            };
+        }
+        if is_not_a_database(&code, &msg) {
+            return Error::InvalidUrl {
+                url: store,
+                reason: format!(
+                    "the file is not an SQLite database (SQLite: {msg}); point the URL at \
+                     tenure's database file, or at a new path to create one"
                 ),
             };
         }

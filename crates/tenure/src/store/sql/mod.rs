@@ -239,7 +239,20 @@ impl SqlStore {
     async fn probe(&self, url: &str, timeout: Duration) -> Result<()> {
         use sqlx::Connection;
         let (_, driver_url) = Self::parse_url(url)?;
-        match tokio::time::timeout(timeout, sqlx::AnyConnection::connect(&driver_url)).await {
+        let dialect = self.dialect;
+        let probe = async move {
+            let mut conn = sqlx::AnyConnection::connect(&driver_url).await?;
+            if dialect == Dialect::Sqlite {
+                // SQLite opens any file lazily; reading the catalogue is what
+                // finds out that it is not a database, once, here, instead of
+                // failing every pooled connection until the pool times out.
+                sqlx::query("SELECT count(*) FROM sqlite_master")
+                    .fetch_one(&mut conn)
+                    .await?;
+            }
+            Ok::<_, sqlx::Error>(conn)
+        };
+        match tokio::time::timeout(timeout, probe).await {
             Ok(Ok(conn)) => {
                 let _ = conn.close().await;
                 Ok(())

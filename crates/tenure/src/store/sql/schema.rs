@@ -111,6 +111,16 @@ pub(crate) async fn prepare(
             reason: format!("unknown schema version {v} in {prefix}schema"),
         }),
         None if create => {
+            // A leases table without tenure's schema table may be another
+            // program's: find out before creating anything beside it.
+            if let Err(e) = sqlx::query(&dialect.plain(leases_probe(prefix)))
+                .fetch_optional(pool)
+                .await
+            {
+                if !is_missing_table(&e) {
+                    return Err(map_err(store, prefix, e));
+                }
+            }
             let server = server_kind(pool, dialect)
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
@@ -134,6 +144,11 @@ pub(crate) async fn prepare(
     }
 }
 
+/// Selects every column of tenure's leases table, reading no row.
+fn leases_probe(prefix: &str) -> String {
+    format!("SELECT namespace, election, holder, metadata, term, version, ttl_us, acquired_us, renewed_us, expires_us, handover_to, handover_until_us, handover_reason, prev_holder, prev_expires_us, start_reason FROM {prefix}leases WHERE 1 = 0")
+}
+
 async fn check_leases_table(
     pool: &AnyPool,
     dialect: Dialect,
@@ -141,7 +156,7 @@ async fn check_leases_table(
     store: &str,
 ) -> Result<()> {
     for probe in [
-        format!("SELECT namespace, election, holder, metadata, term, version, ttl_us, acquired_us, renewed_us, expires_us, handover_to, handover_until_us, handover_reason, prev_holder, prev_expires_us, start_reason FROM {prefix}leases WHERE 1 = 0"),
+        leases_probe(prefix),
         format!("SELECT namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us FROM {prefix}members WHERE 1 = 0"),
         format!("SELECT namespace, election, term, holder, start_reason, start_us, end_reason, end_us FROM {prefix}history WHERE 1 = 0"),
     ] {
