@@ -364,13 +364,33 @@ impl Campaign {
         let store = self.store.clone();
         // Bounded by ttl/2: an answer later than that could not make us leader
         // for long anyway, and a stale acquisition is released on the next read.
-        let attempt = match self
-            .follower_call("acquire", async move { store.try_acquire(&claim).await })
-            .await
-        {
-            Ok(r) => Some(r),
-            Err(next) => return Ok(next),
-        };
+        let (attempt, stopping) = self
+            .finishing_call("acquire", async move { store.try_acquire(&claim).await })
+            .await;
+        if let Some(reply) = stopping {
+            // Shut down while the acquisition was in flight. It was let finish,
+            // so whatever it took is known: give it back, or the successor
+            // would wait out a whole TTL for a leader that is gone.
+            match attempt {
+                Some(Ok(Acquire::Acquired(rec))) => {
+                    let tenure = Tenure {
+                        key: self.config.key.clone(),
+                        holder: self.config.holder.clone(),
+                        term: rec.term,
+                    };
+                    let release = self.store.release(&tenure);
+                    if let Ok(Err(e)) = tokio::time::timeout(self.release_timeout(), release).await
+                    {
+                        self.store_failed("releasing an acquisition cut short by shutdown", &e);
+                    }
+                }
+                Some(Ok(Acquire::Held(_))) | Some(Err(_)) => {}
+                // No answer within the budget: it may still land; look.
+                None => self.release_if_ours().await,
+            }
+            let _ = reply.send(Ok(()));
+            return Ok(Next::Stop);
+        }
         match attempt {
             None => Err(Duration::ZERO),
             Some(Err(e)) => {
@@ -416,6 +436,69 @@ impl Campaign {
                     });
                 }
                 Ok(Next::Lead { tenure, deadline })
+            }
+        }
+    }
+
+    /// Runs a follower's store call, bounded by the retry budget, answering
+    /// resign and transfer requests meanwhile. Unlike [`Self::follower_call`], a
+    /// shutdown does not drop the call (it may be a write that commits
+    /// anyway): it is let finish, and the shutdown's reply is handed back.
+    /// `None`: no answer within the budget.
+    async fn finishing_call<T>(
+        &mut self,
+        what: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> (Option<Result<T>>, Option<oneshot::Sender<Result<()>>>) {
+        let budget = self.op_timeout();
+        let sleep = self.shared.clock.sleep_until(self.now() + budget);
+        tokio::pin!(call);
+        tokio::pin!(sleep);
+        let mut stopping = None;
+        loop {
+            tokio::select! {
+                r = &mut call => return (Some(r), stopping),
+                _ = &mut sleep => {
+                    let timeout = Error::Timeout { what, after: budget };
+                    return (stopping.is_none().then_some(Err(timeout)), stopping);
+                }
+                cmd = self.commands.recv(), if stopping.is_none() => match cmd {
+                    Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
+                        let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
+                    }
+                    Some(Command::Shutdown(reply)) => stopping = Some(reply),
+                    None => {
+                        let (tx, _) = oneshot::channel();
+                        stopping = Some(tx);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Releases the lease if it names us, whatever its term: after an
+    /// acquisition whose answer never came. Bounded by the release timeout.
+    async fn release_if_ours(&mut self) {
+        let store = self.store.clone();
+        let key = self.config.key.clone();
+        let holder = self.config.holder.clone();
+        let attempt = async move {
+            let rec = store.read(&key).await?;
+            if let Some(r) = rec.filter(|r| r.holder.as_deref() == Some(holder.as_str())) {
+                let tenure = Tenure {
+                    key,
+                    holder,
+                    term: r.term,
+                };
+                store.release(&tenure).await?;
+            }
+            Ok::<(), Error>(())
+        };
+        match tokio::time::timeout(self.release_timeout(), attempt).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.store_failed("releasing an acquisition cut short by shutdown", &e),
+            Err(_) => {
+                tracing::warn!(election = %self.config.key, "no answer from the store while shutting down; an acquisition that lands late expires by itself")
             }
         }
     }

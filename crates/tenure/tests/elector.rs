@@ -281,3 +281,44 @@ async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
         start.elapsed()
     );
 }
+
+/// Shutdown while an acquisition is in flight: the acquisition committed but
+/// its answer is slow. Before, shutdown dropped it and nobody released the
+/// lease, so a successor waited out the whole TTL; now the acquisition is let
+/// finish and what it took is given back before `shutdown()` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
+    let w = World::new();
+    w.store
+        .faults()
+        .set_acquire_reply_delay(Duration::from_millis(300));
+    let e = w.elector("a");
+    let key = ElectionKey::new("default", "job");
+    // The acquisition has landed in the store; its answer has not come back.
+    let start = Instant::now();
+    while w
+        .store
+        .read(&key)
+        .await
+        .unwrap()
+        .and_then(|r| r.holder)
+        .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the acquisition lands"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(!e.is_leader(), "the answer is still on its way");
+    tokio::time::timeout(Duration::from_secs(5), e.shutdown())
+        .await
+        .expect("shutdown is bounded")
+        .unwrap();
+    let rec = w.store.read(&key).await.unwrap().unwrap();
+    assert_eq!(
+        rec.holder, None,
+        "released: a successor can take over at once"
+    );
+    assert_eq!(rec.term, 1);
+}

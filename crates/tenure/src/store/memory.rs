@@ -80,6 +80,7 @@ impl Tables {
 pub struct Faults {
     unavailable: AtomicBool,
     hang: AtomicBool,
+    acquire_reply_delay_ms: AtomicU64,
 }
 
 impl Faults {
@@ -91,6 +92,13 @@ impl Faults {
     /// While set, every call that starts never completes (a blackholed network).
     pub fn set_hang(&self, on: bool) {
         self.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// Acquisitions commit at once but answer only after `delay` (real time):
+    /// a slow reply on the way back.
+    pub fn set_acquire_reply_delay(&self, delay: Duration) {
+        self.acquire_reply_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 }
 
@@ -175,56 +183,8 @@ impl MemoryStore {
         Ok(())
     }
 
-    fn rows(&self) -> std::sync::MutexGuard<'_, Tables> {
-        // A panic while holding this lock cannot leave a row half-written (every
-        // update is a plain field assignment), so a poisoned lock is still usable.
-        self.rows.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn record(key: &ElectionKey, row: &Row, now_us: i64) -> LeaseRecord {
-        let held = !row.holder.is_empty();
-        LeaseRecord {
-            key: key.clone(),
-            holder: held.then(|| row.holder.clone()),
-            metadata: row.metadata.clone(),
-            term: row.term,
-            version: row.version,
-            ttl: Duration::from_micros(row.ttl_us.max(0) as u64),
-            acquired_at_us: row.acquired_us,
-            renewed_at_us: row.renewed_us,
-            expires_at_us: row.expires_us,
-            read_at_us: now_us,
-            remaining: if held {
-                super::remaining_from_us(row.expires_us, now_us)
-            } else {
-                Duration::ZERO
-            },
-            handover_to: (!row.handover_to.is_empty()).then(|| row.handover_to.clone()),
-            handover_until_us: row.handover_until_us,
-            start_reason: row.start_reason.clone(),
-            previous_holder: (!row.prev_holder.is_empty()).then(|| row.prev_holder.clone()),
-            previous_expires_at_us: row.prev_expires_us,
-        }
-    }
-}
-
-fn us(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 2)
-}
-
-#[async_trait]
-impl LeaseStore for MemoryStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-    }
-
-    fn describe(&self) -> String {
-        "memory://".into()
-    }
-
-    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
-        self.gate().await?;
-        self.writes.fetch_add(1, Ordering::SeqCst);
+    /// The acquisition itself, under the table lock.
+    fn acquire_now(&self, claim: &Claim) -> Result<Acquire> {
         let now = self.now_us();
         let mut t = self.rows();
         let row = t.leases.entry(claim.key.clone()).or_default();
@@ -278,6 +238,63 @@ impl LeaseStore for MemoryStore {
             );
         }
         Ok(Acquire::Acquired(rec))
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, Tables> {
+        // A panic while holding this lock cannot leave a row half-written (every
+        // update is a plain field assignment), so a poisoned lock is still usable.
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn record(key: &ElectionKey, row: &Row, now_us: i64) -> LeaseRecord {
+        let held = !row.holder.is_empty();
+        LeaseRecord {
+            key: key.clone(),
+            holder: held.then(|| row.holder.clone()),
+            metadata: row.metadata.clone(),
+            term: row.term,
+            version: row.version,
+            ttl: Duration::from_micros(row.ttl_us.max(0) as u64),
+            acquired_at_us: row.acquired_us,
+            renewed_at_us: row.renewed_us,
+            expires_at_us: row.expires_us,
+            read_at_us: now_us,
+            remaining: if held {
+                super::remaining_from_us(row.expires_us, now_us)
+            } else {
+                Duration::ZERO
+            },
+            handover_to: (!row.handover_to.is_empty()).then(|| row.handover_to.clone()),
+            handover_until_us: row.handover_until_us,
+            start_reason: row.start_reason.clone(),
+            previous_holder: (!row.prev_holder.is_empty()).then(|| row.prev_holder.clone()),
+            previous_expires_at_us: row.prev_expires_us,
+        }
+    }
+}
+
+fn us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 2)
+}
+
+#[async_trait]
+impl LeaseStore for MemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn describe(&self) -> String {
+        "memory://".into()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        self.gate().await?;
+        let result = self.acquire_now(claim);
+        let delay = self.faults.acquire_reply_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 && matches!(result, Ok(Acquire::Acquired(_))) {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        result
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
