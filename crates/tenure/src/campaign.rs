@@ -615,15 +615,27 @@ impl Campaign {
                     next_renew = self.next_renewal(t0);
                     renewals += 1;
                     if renewals % 3 == 0 {
-                        // Dead members are reaped by the leader, every third renewal.
-                        let _ = tokio::time::timeout(
-                            self.config.ttl / 2,
-                            self.store.reap(&self.config.key),
-                        )
-                        .await;
+                        // Dead members are reaped by the leader, every third
+                        // renewal: bookkeeping, so off the leader's path (a
+                        // slow reap must not delay a shutdown or a resign).
+                        let store = self.store.clone();
+                        let key = self.config.key.clone();
+                        let timeout = self.config.ttl / 2;
+                        tokio::spawn(async move {
+                            let _ = tokio::time::timeout(timeout, store.reap(&key)).await;
+                        });
                     }
-                    if let Some(next) = self.maybe_preempt(&tenure, led_since).await {
-                        return next;
+                    if let Some(check) = self.preemption_check(led_since) {
+                        // The check reads the store: it races commands and the
+                        // deadline like the renewal does.
+                        let target = tokio::select! {
+                            t = check => t,
+                            cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
+                            _ = self.shared.clock.sleep_until(deadline) => None,
+                        };
+                        if let Some(identity) = target {
+                            return self.preempt(&tenure, identity).await;
+                        }
                     }
                 }
                 Some(Ok(false)) => {
@@ -744,31 +756,42 @@ impl Campaign {
         Some(self.hold_off().await)
     }
 
-    /// Preemption: after leading for `preempt_after`, yield to a live member
-    /// of higher priority.
-    async fn maybe_preempt(&mut self, tenure: &Tenure, led_since: Duration) -> Option<Next> {
+    /// Preemption: once this tenure has lasted `preempt_after`, a check (to
+    /// run, raced against commands) for a live member of higher priority with
+    /// a fresh heartbeat; `None` when preemption is off or not due yet.
+    fn preemption_check(
+        &self,
+        led_since: Duration,
+    ) -> Option<impl std::future::Future<Output = Option<String>> + use<>> {
         let stable = self.config.preempt_after?;
         if self.now().saturating_sub(led_since) < stable {
             return None;
         }
-        // The lease read gives the store's clock for the freshness rule that
-        // succession uses: a crashed member must not be handed the lease.
         let store = self.store.clone();
-        let key = tenure.key.clone();
-        let (now_us, members) = tokio::time::timeout(self.config.ttl / 4, async move {
-            let now_us = store.read(&key).await?.map(|r| r.read_at_us);
-            Ok::<_, Error>((now_us, store.members(&key).await?))
+        let key = self.config.key.clone();
+        let ttl = self.config.ttl;
+        let priority = self.config.priority;
+        let me = self.config.holder.clone();
+        Some(async move {
+            // The lease read gives the store's clock for the freshness rule
+            // that succession uses: a crashed member must not be handed the lease.
+            let (now_us, members) = tokio::time::timeout(ttl / 4, async {
+                let now_us = store.read(&key).await?.map(|r| r.read_at_us);
+                Ok::<_, Error>((now_us, store.members(&key).await?))
+            })
+            .await
+            .ok()?
+            .ok()?;
+            let now_us = now_us?;
+            members
+                .iter()
+                .find(|m| m.is_fresh(now_us, ttl) && m.priority > priority && m.holder != me)
+                .map(|m| m.identity.clone())
         })
-        .await
-        .ok()?
-        .ok()?;
-        let now_us = now_us?;
-        let better = members.iter().find(|m| {
-            m.is_fresh(now_us, self.config.ttl)
-                && m.priority > self.config.priority
-                && m.holder != self.config.holder
-        })?;
-        let identity = better.identity.clone();
+    }
+
+    /// Hands the lease to `identity`, a member of higher priority.
+    async fn preempt(&mut self, tenure: &Tenure, identity: String) -> Next {
         tracing::info!(election = %self.config.key, term = tenure.term, to = %identity, "preempted by a member of higher priority");
         let _ = self
             .step_down_handover(
@@ -778,7 +801,7 @@ impl Campaign {
                 "preempt",
             )
             .await;
-        Some(self.hold_off().await)
+        self.hold_off().await
     }
 
     /// Local step-down first, then hand the lease over in one conditional write.

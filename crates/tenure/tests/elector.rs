@@ -322,3 +322,40 @@ async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
     );
     assert_eq!(rec.term, 1);
 }
+
+/// The preemption check after a renewal reads the members; when that read is
+/// slow, a shutdown must not wait for it (before: up to ttl/4 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_preemption_check_does_not_delay_shutdown() {
+    let w = World::new();
+    let e = w
+        .builder("a")
+        .preempt_after(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    w.store.faults().set_hang_members(true);
+    // One renewal: the check after it hangs on the member list.
+    w.advance(TTL / 2, Duration::from_millis(500)).await;
+    assert!(e.is_leader());
+    let start = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), e.shutdown())
+        .await
+        .expect("shutdown returns")
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "shutdown waited {:?} for the preemption check",
+        start.elapsed()
+    );
+    let rec = w
+        .store
+        .read(&ElectionKey::new("default", "job"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.holder, None, "released on shutdown");
+}

@@ -81,6 +81,7 @@ pub struct Faults {
     unavailable: AtomicBool,
     hang: AtomicBool,
     acquire_reply_delay_ms: AtomicU64,
+    hang_members: AtomicBool,
 }
 
 impl Faults {
@@ -92,6 +93,12 @@ impl Faults {
     /// While set, every call that starts never completes (a blackholed network).
     pub fn set_hang(&self, on: bool) {
         self.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// While set, member listing and reaping never complete (the lease calls
+    /// still work): a slow bookkeeping query.
+    pub fn set_hang_members(&self, on: bool) {
+        self.hang_members.store(on, Ordering::SeqCst);
     }
 
     /// Acquisitions commit at once but answer only after `delay` (real time):
@@ -185,6 +192,7 @@ impl MemoryStore {
 
     /// The acquisition itself, under the table lock.
     fn acquire_now(&self, claim: &Claim) -> Result<Acquire> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
         let row = t.leases.entry(claim.key.clone()).or_default();
@@ -393,6 +401,9 @@ impl LeaseStore for MemoryStore {
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         self.gate().await?;
+        if self.faults.hang_members.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         let now = self.now_us();
         let mut out: Vec<MemberRecord> = self
             .rows()
@@ -417,6 +428,9 @@ impl LeaseStore for MemoryStore {
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         self.gate().await?;
+        if self.faults.hang_members.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         self.member_writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
