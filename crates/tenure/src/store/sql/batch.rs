@@ -114,58 +114,89 @@ impl Batcher {
         })
     }
 
-    fn sql(&self, n: usize) -> String {
+    /// The renewal's condition for `n` leases: held by that holder under
+    /// that term, unexpired by the store's clock, no hand-over requested.
+    fn condition(n: usize) -> String {
         let tuples = vec!["(?, ?, ?, ?)"; n].join(", ");
+        format!("(namespace, election, holder, term) IN ({tuples}) AND expires_us > {{now}} AND handover_to = ''")
+    }
+
+    fn sql(&self, n: usize) -> String {
         self.dialect.update(
             &self.table,
             "version = version + 1, ttl_us = ?, renewed_us = {now}, expires_us = {now} + ?",
-            &format!("(namespace, election, holder, term) IN ({tuples}) AND expires_us > {{now}} AND handover_to = ''"),
+            &Self::condition(n),
             Some("namespace, election, holder, term"),
         )
     }
 
-    async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
-        let sql = self.sql(pending.len());
-        let mut q = sqlx::query(&sql).bind(ttl_us).bind(ttl_us);
-        for p in &pending {
+    /// Without RETURNING (MySQL): which of `n` leases the renewal just
+    /// extended. The same condition, read after the update, matches exactly the
+    /// leases it extended: one it did not extend was expired, had a hand-over
+    /// request, or was someone else's, and none of that is undone without a new
+    /// term. A hand-over requested in between makes a lease drop out, which
+    /// only errs towards stepping down.
+    fn renewed_sql(&self, n: usize) -> String {
+        self.dialect.plain(format!(
+            "SELECT namespace, election, holder, term FROM {} WHERE {}",
+            self.table,
+            Self::condition(n)
+        ))
+    }
+
+    fn bind_tenures<'q>(
+        mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        pending: &'q [Pending],
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        for p in pending {
             q = q
                 .bind(p.tenure.key.namespace.as_str())
                 .bind(p.tenure.key.election.as_str())
                 .bind(p.tenure.holder.as_str())
                 .bind(term_i64(p.tenure.term));
         }
+        q
+    }
+
+    /// Answers each pending renewal: renewed if its lease is among `rows`.
+    fn answer(pending: Vec<Pending>, rows: &[sqlx::any::AnyRow]) {
+        let renewed: Vec<(String, String, String, i64)> = rows
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.try_get(0).ok()?,
+                    r.try_get(1).ok()?,
+                    r.try_get(2).ok()?,
+                    r.try_get(3).ok()?,
+                ))
+            })
+            .collect();
+        for p in pending {
+            let t = &p.tenure;
+            let ok = renewed.iter().any(|(ns, el, h, term)| {
+                *ns == t.key.namespace
+                    && *el == t.key.election
+                    && *h == t.holder
+                    && *term == term_i64(t.term)
+            });
+            let _ = p.reply.send(Ok(ok));
+        }
+    }
+
+    async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
+        let sql = self.sql(pending.len());
+        let q = Self::bind_tenures(sqlx::query(&sql).bind(ttl_us).bind(ttl_us), &pending);
         self.count_statement();
         if self.dialect.has_update_returning() {
             match q.fetch_all(&self.pool).await {
-                Ok(rows) => {
-                    let renewed: Vec<(String, String, String, i64)> = rows
-                        .iter()
-                        .filter_map(|r| {
-                            Some((
-                                r.try_get(0).ok()?,
-                                r.try_get(1).ok()?,
-                                r.try_get(2).ok()?,
-                                r.try_get(3).ok()?,
-                            ))
-                        })
-                        .collect();
-                    for p in pending {
-                        let t = &p.tenure;
-                        let ok = renewed.iter().any(|(ns, el, h, term)| {
-                            *ns == t.key.namespace
-                                && *el == t.key.election
-                                && *h == t.holder
-                                && *term == term_i64(t.term)
-                        });
-                        let _ = p.reply.send(Ok(ok));
-                    }
-                }
+                Ok(rows) => Self::answer(pending, &rows),
                 Err(e) => self.fail(pending, e),
             }
             return;
         }
-        // MySQL has no RETURNING: if every lease matched we are done; else ask
-        // per lease (rare: only when some lease was lost).
+        // MySQL has no RETURNING: if every lease matched we are done; else one
+        // read finds out which (never one statement per lease: with many
+        // elections the later ones would pass their deadlines together).
         match q.execute(&self.pool).await {
             Ok(done) if done.rows_affected() as usize == pending.len() => {
                 for p in pending {
@@ -173,21 +204,14 @@ impl Batcher {
                 }
             }
             Ok(_) => {
-                for p in pending {
-                    let single = self.sql(1);
-                    self.count_statement();
-                    let r = sqlx::query(&single)
-                        .bind(ttl_us)
-                        .bind(ttl_us)
-                        .bind(p.tenure.key.namespace.as_str())
-                        .bind(p.tenure.key.election.as_str())
-                        .bind(p.tenure.holder.as_str())
-                        .bind(term_i64(p.tenure.term))
-                        .execute(&self.pool)
-                        .await
-                        .map(|d| d.rows_affected() == 1)
-                        .map_err(|e| map_err(&self.store, &self.prefix, e));
-                    let _ = p.reply.send(r);
+                let read = self.renewed_sql(pending.len());
+                self.count_statement();
+                let rows = Self::bind_tenures(sqlx::query(&read), &pending)
+                    .fetch_all(&self.pool)
+                    .await;
+                match rows {
+                    Ok(rows) => Self::answer(pending, &rows),
+                    Err(e) => self.fail(pending, e),
                 }
             }
             Err(e) => self.fail(pending, e),

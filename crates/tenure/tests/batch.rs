@@ -1,0 +1,72 @@
+//! Batched renewals on every SQL store: one lease of a batch that does not
+//! match (a pending `tenure resign`) must not turn the batch into one
+//! statement per lease.
+
+use std::time::Duration;
+
+use tenure::store::sql::SqlStore;
+use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, StoreOptions, Tenure};
+use tenure::testing::servers;
+
+const N: usize = 40;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unmatched_lease_costs_at_most_one_more_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = vec![format!("sqlite://{}", dir.path().join("b.db").display())];
+    for url in [servers::mysql_url(), servers::postgres_url()] {
+        if servers::connect_or_skip(&url, &StoreOptions::default())
+            .await
+            .is_some()
+        {
+            urls.push(url);
+        }
+    }
+    let run = format!("{:x}", std::process::id());
+    for url in urls {
+        let store = std::sync::Arc::new(
+            SqlStore::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap(),
+        );
+        let ttl = Duration::from_secs(30);
+        let mut tenures = Vec::new();
+        for i in 0..N {
+            let key = ElectionKey::new("batch", format!("e{i}-{run}"));
+            let claim = Claim {
+                key: key.clone(),
+                holder: format!("h#{run}"),
+                metadata: String::new(),
+                ttl,
+            };
+            let Acquire::Acquired(rec) = store.try_acquire(&claim).await.unwrap() else {
+                panic!("{url}: fresh election e{i} is free")
+            };
+            tenures.push(Tenure {
+                key,
+                holder: claim.holder,
+                term: rec.term,
+            });
+        }
+        // A resign request on one lease: its renewal must fail, the others not.
+        store
+            .request_handover(&tenures[7].key, &Handover::Anyone, ttl, "resign")
+            .await
+            .unwrap()
+            .unwrap();
+        let before = store.renew_statements();
+        let results =
+            futures_util::future::join_all(tenures.iter().map(|t| store.renew(t, ttl))).await;
+        let statements = store.renew_statements() - before;
+        for (i, r) in results.into_iter().enumerate() {
+            assert_eq!(r.unwrap(), i != 7, "{url}: lease {i}");
+        }
+        assert!(
+            statements <= 2,
+            "{url}: {statements} statements for one batch of {N} with one unmatched lease"
+        );
+        for t in &tenures {
+            let _ = store.release(t).await;
+        }
+    }
+}
