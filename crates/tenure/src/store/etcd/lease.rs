@@ -197,6 +197,11 @@ impl ProcessLease {
             }
         }
         let secs = self.secs;
+        // A grant is as fresh as a keep-alive: it is a round, numbered before
+        // it is sent like every keep-alive. Numbered after it returned, a
+        // caller that started while the grant was in flight would count it as
+        // sent after it started, and its deadline could outlast the lease.
+        let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
         let sent_at = Instant::now();
         let granted = retry(&store.client, |mut c| async move {
             c.lease_grant(secs, None).await
@@ -205,8 +210,6 @@ impl ProcessLease {
         .map_err(|e| store.map_err(e))?;
         conn.id = Some(granted.id());
         conn.stream = None;
-        // A grant is as fresh as a keep-alive: record it as a round.
-        let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
         conn.last = Some((round, Ok(Kept::Alive(granted.id()))));
         conn.alive_at = Some((granted.id(), sent_at));
         tracing::debug!(store = %store.described, lease = granted.id(), ttl = granted.ttl(), "granted an etcd lease");
