@@ -679,3 +679,315 @@ async fn a_foreign_table_with_tenures_name_points_to_table_prefix() {
         }
     }
 }
+
+/// Bad store URLs and settings, each with its exit code, the words the
+/// message must contain, and words it must not (secrets). Cases that need a
+/// local server run when it is there (always in CI).
+#[tokio::test]
+async fn bad_urls_and_settings_each_get_a_message_that_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let long_metadata = "x".repeat(5000);
+    let empty_file = dir.path().join("empty-url");
+    std::fs::write(&empty_file, "\n").unwrap();
+    let empty_file = empty_file.display().to_string();
+    type Case<'a> = (Vec<&'a str>, i32, Vec<&'a str>, Vec<&'a str>);
+    let mut cases: Vec<Case> = vec![
+        (
+            vec!["status", "--store", "sqlite://"],
+            2,
+            vec!["in-memory SQLite database is private to one connection"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "sqlite:///nonexistent-dir/x.db"],
+            1,
+            vec![
+                "unable to open database file",
+                "check that the directory exists",
+            ],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "sqlite://."],
+            1,
+            vec!["unable to open database file"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "http://x"],
+            2,
+            vec!["unknown scheme \"http\"", "supported: sqlite"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", ""],
+            2,
+            vec!["missing scheme"],
+            vec![],
+        ),
+        (
+            vec![
+                "status",
+                "--store",
+                "mysql://root:pw7x@127.0.0.1:99999/test?password=s3",
+            ],
+            2,
+            vec![
+                "invalid port number",
+                "mysql://root:***@127.0.0.1:99999/test?***",
+            ],
+            vec!["pw7x", "s3"],
+        ),
+        (
+            vec!["status", "--store", "sqlite://x.db?mode=bogus"],
+            2,
+            vec!["unknown value \"bogus\" for `mode`"],
+            vec![],
+        ),
+        (
+            vec![
+                "status",
+                "--store",
+                "mysql://root@127.0.0.1:3306/test?ssl-mode=BOGUS",
+            ],
+            2,
+            vec!["unknown value \"BOGUS\" for `ssl_mode`"],
+            vec![],
+        ),
+        (
+            vec![
+                "status",
+                "--store",
+                "postgres://postgres@127.0.0.1/test?sslmode=bogus",
+            ],
+            2,
+            vec!["unknown value \"bogus\" for `ssl_mode`"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "etcd://"],
+            2,
+            vec!["empty host; expected etcd://host:port"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "etcd://127.0.0.1:1"],
+            1,
+            vec!["no endpoint accepts connections"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store", "mysql://root:hunter2@127.0.0.1:1/test"],
+            1,
+            vec![
+                "Connection refused",
+                "root:***@127.0.0.1:1",
+                "tenure run --wait",
+            ],
+            vec!["hunter2"],
+        ),
+        (
+            vec![
+                "status",
+                "--store",
+                "postgres://u:hunter2@no-such-host.invalid/test",
+            ],
+            1,
+            vec![
+                "u:***@no-such-host.invalid",
+                "(is the server running and reachable?)",
+            ],
+            vec!["hunter2"],
+        ),
+        (
+            vec!["migrate", "--store", "redis://127.0.0.1:6379/0"],
+            2,
+            vec!["not a SQL scheme"],
+            vec![],
+        ),
+        (
+            vec!["resign", "--store", "http://x", "--election", "e"],
+            2,
+            vec!["unknown scheme \"http\""],
+            vec![],
+        ),
+        (
+            vec!["watch", "--store", "sqlite://"],
+            2,
+            vec!["in-memory SQLite database"],
+            vec![],
+        ),
+        (
+            vec!["status", "--store-file", &empty_file],
+            2,
+            vec!["is empty; put the store URL in it"],
+            vec![],
+        ),
+        (
+            vec!["status", "--history", "-1"],
+            2,
+            vec!["unexpected argument '-1'"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "e", "--ttl", "25h", "--", "true"],
+            2,
+            vec!["--ttl: invalid ttl: 90000s is too large; the maximum is 86400s"],
+            vec![],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--renew-period",
+                "0s",
+                "--",
+                "true",
+            ],
+            2,
+            vec!["--renew-period: invalid renew period: 0ns must be above zero"],
+            vec![],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--renew-period",
+                "6s",
+                "--",
+                "true",
+            ],
+            2,
+            vec!["below ttl/2 = 5s"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "e", "--kill-grace", "7s", "--", "true"],
+            2,
+            vec!["--kill-grace: invalid kill grace: 7s does not fit"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "a\tb", "--", "true"],
+            2,
+            vec!["invalid election: contains the control character '\\t'"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "e", "--namespace", "", "--", "true"],
+            2,
+            vec!["invalid namespace: must not be empty"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "e", "--id", "", "--", "true"],
+            2,
+            vec!["invalid identity: must not be empty"],
+            vec![],
+        ),
+        (
+            vec![
+                "run",
+                "--election",
+                "e",
+                "--metadata",
+                &long_metadata,
+                "--",
+                "true",
+            ],
+            2,
+            vec!["invalid metadata: is 5000 bytes long; the limit is 1024 bytes"],
+            vec![],
+        ),
+        (
+            vec!["run", "--election", "e"],
+            2,
+            vec!["required arguments were not provided", "<CMD>"],
+            vec![],
+        ),
+        (
+            vec!["transfer", "--election", "e", "--to", "x", "--window", "0s"],
+            2,
+            vec!["--window", "out of range"],
+            vec![],
+        ),
+    ];
+    let opts = tenure::store::StoreOptions::default();
+    if servers::connect_or_skip(&servers::mysql_url(), &opts)
+        .await
+        .is_some()
+    {
+        cases.extend([
+            (
+                vec!["status", "--store", "mysql://root@127.0.0.1:3306"],
+                1,
+                vec!["No database selected; create the database or fix its name in the URL"],
+                vec![],
+            ),
+            (
+                vec![
+                    "status",
+                    "--store",
+                    "postgres://postgres@127.0.0.1:3306/test",
+                ],
+                1,
+                vec!["is this a PostgreSQL server? (check the port in the URL)"],
+                vec![],
+            ),
+            (
+                vec!["status", "--store", "redis://127.0.0.1:3306/0"],
+                1,
+                vec!["is this a Redis server?"],
+                vec![],
+            ),
+        ]);
+    }
+    if servers::connect_or_skip(&servers::postgres_url(), &opts)
+        .await
+        .is_some()
+    {
+        cases.extend([(
+            vec![
+                "status",
+                "--store",
+                "postgres://postgres@127.0.0.1:5432/nosuchdb",
+            ],
+            1,
+            vec!["database \"nosuchdb\" does not exist; create the database or fix its name"],
+            vec![],
+        )]);
+    }
+    if servers::connect_or_skip(&servers::redis_url(), &opts)
+        .await
+        .is_some()
+    {
+        cases.extend([(
+            vec!["status", "--store", "redis://127.0.0.1:6379/99"],
+            2,
+            vec!["DB index is out of range", "databases are 0..N-1"],
+            vec![],
+        )]);
+    }
+    let n = cases.len();
+    for (args, code, needles, forbidden) in cases {
+        let out = tenure(dir.path(), &args);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}\n{all}");
+        for needle in needles {
+            assert!(
+                all.contains(needle),
+                "{args:?}: expected {needle:?} in\n{all}"
+            );
+        }
+        for secret in forbidden {
+            assert!(
+                !all.contains(secret),
+                "{args:?}: {secret:?} must not appear in\n{all}"
+            );
+        }
+        assert!(!all.contains("panicked"), "{all}");
+    }
+    eprintln!("{n} bad inputs checked");
+}

@@ -202,6 +202,10 @@ fn schemes_hint() -> String {
 ///     tenure::store::redact_url("postgres://app:s3cret@db:5432/app?sslpassword=x&sslmode=require"),
 ///     "postgres://app:***@db:5432/app?sslpassword=***&sslmode=require"
 /// );
+/// assert_eq!(
+///     tenure::store::redact_url("mysql://app:s3cret@db:99999/app?password=x"),
+///     "mysql://app:***@db:99999/app?***"
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
     if url
@@ -212,13 +216,7 @@ pub fn redact_url(url: &str) -> String {
         return redact_etcd(url);
     }
     let Ok(mut parsed) = url::Url::parse(url) else {
-        // Unparseable: keep only the scheme so nothing secret can leak.
-        return match url.split_once(':') {
-            Some((scheme, _)) if scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
-                format!("{scheme}:(unparseable URL)")
-            }
-            _ => "(unparseable URL)".to_string(),
-        };
+        return redact_unparseable(url);
     };
     if parsed.password().is_some() {
         let _ = parsed.set_password(Some("***"));
@@ -247,6 +245,34 @@ pub fn redact_url(url: &str) -> String {
         parsed.set_query(Some(&query));
     }
     parsed.to_string()
+}
+
+/// A URL the `url` crate cannot parse (a port out of range, say): keep the
+/// scheme, user, host and path, which show what is wrong, and hide the
+/// password and the whole query, which may hold secrets.
+fn redact_unparseable(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return match url.split_once(':') {
+            Some((scheme, _)) if scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                format!("{scheme}:(unparseable URL)")
+            }
+            _ => "(unparseable URL)".to_string(),
+        };
+    };
+    if !scheme.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return "(unparseable URL)".to_string();
+    }
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    let query = if url.contains('?') { "?***" } else { "" };
+    format!("{scheme}://{authority}{path}{query}")
 }
 
 /// `etcd://user:pass@h1,h2/...` with the password (and anything after the hosts) hidden.

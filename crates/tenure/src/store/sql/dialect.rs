@@ -149,6 +149,15 @@ impl Dialect {
         self.finish(sql)
     }
 
+    /// The kind of server this dialect talks to, for messages.
+    pub fn server_name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "SQLite",
+            Dialect::MySql => "MySQL/MariaDB",
+            Dialect::Postgres => "PostgreSQL",
+        }
+    }
+
     /// Starts a transaction that takes the write lock at once. SQLite's default
     /// deferred BEGIN would upgrade a read lock later and can fail with
     /// SQLITE_BUSY without waiting; IMMEDIATE waits for the busy timeout instead.

@@ -257,10 +257,22 @@ impl SqlStore {
                 let _ = conn.close().await;
                 Ok(())
             }
+            // Another kind of server on that port answers the handshake with
+            // something the driver cannot read.
+            Ok(Err(e @ sqlx::Error::Protocol(_))) => Err(Error::Protocol {
+                store: self.described.clone(),
+                reason: format!(
+                    "{e}; is this a {} server? (check the port in the URL)",
+                    self.dialect.server_name()
+                ),
+            }),
             Ok(Err(e)) => Err(self.wrap(e)),
             Err(_) => Err(Error::Unavailable {
                 store: self.described.clone(),
-                reason: format!("no answer within {timeout:?} (is the host reachable?)"),
+                reason: format!(
+                    "no answer within {timeout:?} (is the host reachable, and is it a {} server on that port?)",
+                    self.dialect.server_name()
+                ),
             }),
         }
     }
