@@ -374,15 +374,11 @@ impl ElectorBuilder {
 }
 
 fn default_identity() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its whole length; gethostname writes at most
-    // that many bytes and we stop at the first NUL.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let host = if rc == 0 {
-        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() {
         "unknown-host".to_string()
+    } else {
+        host
     };
     let host: String = host.chars().filter(|c| !c.is_control()).take(180).collect();
     format!("{host}-{}", std::process::id())

@@ -305,19 +305,5 @@ pub fn exit_code(status: JobStatus) -> u8 {
 
 /// Finds `program` the way exec would, so a typo fails before campaigning.
 pub fn resolve(program: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &std::path::Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
-    if program.contains('/') {
-        let p = std::path::PathBuf::from(program);
-        return executable(&p).then_some(p);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|p| executable(p))
-    })
+    which::which(program).ok()
 }

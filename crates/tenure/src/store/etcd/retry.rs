@@ -30,20 +30,36 @@ fn is_transient(e: &etcd_client::Error) -> bool {
 /// Runs an etcd call, retrying transient failures for about 1.5 s.
 pub(super) async fn retry<T, F, Fut>(
     client: &Client,
-    mut call: F,
+    call: F,
 ) -> std::result::Result<T, etcd_client::Error>
 where
     F: FnMut(Client) -> Fut,
     Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
 {
+    retry_noting(client, call).await.0
+}
+
+/// As [`retry`], and says whether it retried: an earlier attempt may then
+/// have been applied.
+async fn retry_noting<T, F, Fut>(
+    client: &Client,
+    mut call: F,
+) -> (std::result::Result<T, etcd_client::Error>, bool)
+where
+    F: FnMut(Client) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
     let mut wait = Duration::from_millis(50);
+    let mut retried = false;
     loop {
         match call(client.clone()).await {
             Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
+                tracing::debug!("retrying an etcd call: {e}");
                 tokio::time::sleep(wait).await;
                 wait *= 2;
+                retried = true;
             }
-            other => return other,
+            other => return (other, retried),
         }
     }
 }
@@ -65,21 +81,12 @@ impl Inner {
         &self,
         txn: Txn,
     ) -> std::result::Result<(etcd_client::TxnResponse, bool), etcd_client::Error> {
-        let mut retried = false;
-        let mut wait = Duration::from_millis(50);
-        loop {
-            let mut c = self.client.clone();
-            match c.txn(txn.clone()).await {
-                Ok(r) => return Ok((r, retried)),
-                Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
-                    tracing::debug!(store = %self.described, "retrying a transaction: {e}");
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                    retried = true;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let (result, retried) = retry_noting(&self.client, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await;
+        result.map(|r| (r, retried))
     }
 
     /// A plain read, retried like [`Self::txn_retried`].
@@ -89,17 +96,10 @@ impl Inner {
         options: Option<GetOptions>,
     ) -> std::result::Result<etcd_client::GetResponse, etcd_client::Error> {
         let key = key.into();
-        let mut wait = Duration::from_millis(50);
-        loop {
-            let mut c = self.client.clone();
-            match c.get(key.clone(), options.clone()).await {
-                Ok(r) => return Ok(r),
-                Err(e) if is_transient(&e) && wait <= Duration::from_millis(800) => {
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        retry(&self.client, |mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, options).await }
+        })
+        .await
     }
 }
