@@ -415,6 +415,23 @@ async fn sqlite_with_a_leader_and_a_member(
     (url, store, tenure)
 }
 
+/// `tenure transfer --election jobs --to target --wait 0s EXTRA...`.
+fn transfer_to_target(dir: &std::path::Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "transfer",
+        "--store",
+        url,
+        "--election",
+        "jobs",
+        "--to",
+        "target",
+        "--wait",
+        "0s",
+    ];
+    args.extend_from_slice(extra);
+    tenure(dir, &args)
+}
+
 /// `--window` is bounded: an overflowing or absurd window is a usage error
 /// (exit 2) before anything is written, and the store stays readable. Before,
 /// 18446744073709551615s panicked and 300000y stored a REAL in SQLite that
@@ -425,22 +442,7 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
     let (url, store, _) =
         sqlite_with_a_leader_and_a_member(dir.path(), std::time::Duration::from_secs(60)).await;
     for window in ["300000y", "18446744073709551615s", "0s", "2h"] {
-        let out = tenure(
-            dir.path(),
-            &[
-                "transfer",
-                "--store",
-                &url,
-                "--election",
-                "jobs",
-                "--to",
-                "target",
-                "--window",
-                window,
-                "--wait",
-                "0s",
-            ],
-        );
+        let out = transfer_to_target(dir.path(), &url, &["--window", window]);
         let all = text(&out);
         assert_eq!(out.status.code(), Some(2), "--window {window}: {all}");
         assert!(
@@ -482,22 +484,7 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
     assert!(err.is_usage(), "{err}");
     assert!(store.read(&key).await.is_ok());
     // A sane window still works.
-    let out = tenure(
-        dir.path(),
-        &[
-            "transfer",
-            "--store",
-            &url,
-            "--election",
-            "jobs",
-            "--to",
-            "target",
-            "--window",
-            "5s",
-            "--wait",
-            "0s",
-        ],
-    );
+    let out = transfer_to_target(dir.path(), &url, &["--window", "5s"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
@@ -529,20 +516,7 @@ async fn transfer_to_a_member_with_a_stale_heartbeat_is_refused() {
             }
         })
     };
-    let out = tenure(
-        dir.path(),
-        &[
-            "transfer",
-            "--store",
-            &url,
-            "--election",
-            "jobs",
-            "--to",
-            "target",
-            "--wait",
-            "0s",
-        ],
-    );
+    let out = transfer_to_target(dir.path(), &url, &[]);
     renewing.abort();
     let all = text(&out);
     assert_eq!(out.status.code(), Some(2), "{all}");

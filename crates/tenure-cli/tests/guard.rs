@@ -105,15 +105,7 @@ fn spawn_run_with(
 
 /// Lines "start TERM PID" that the jobs append to `events`.
 fn starts(dir: &Path) -> Vec<(u64, i32)> {
-    std::fs::read_to_string(dir.join("events"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut p = l.split_whitespace();
-            (p.next()? == "start").then_some(())?;
-            Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?))
-        })
-        .collect()
+    common::starts(&dir.join("events"))
 }
 
 async fn next_start(dir: &Path, seen: usize, what: &str) -> (u64, i32) {
@@ -131,6 +123,36 @@ async fn next_start(dir: &Path, seen: usize, what: &str) -> (u64, i32) {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Candidate a leads (its job started), then candidate b joins as a live
+/// member; returns both and a's first start.
+async fn a_leads_and_b_waits(
+    d: &Path,
+    s: &TestStore,
+    prefix: &str,
+    job: &str,
+) -> ([Child; 2], (u64, i32)) {
+    let name = election(prefix);
+    let a = spawn_run(d, &s.url, &name, "a", job);
+    let first = next_start(d, 0, "a's job to start").await;
+    let b = spawn_run(d, &s.url, &name, "b", job);
+    let key = ElectionKey::new("default", name);
+    let joined = Instant::now();
+    while s
+        .client
+        .members(&key)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|m| m.live)
+        .count()
+        < 2
+    {
+        assert!(joined.elapsed() < Duration::from_secs(10), "b joins");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ([a, b], first)
 }
 
 fn stop_all(procs: &mut [Child]) {
@@ -167,27 +189,7 @@ async fn stopped_tenure_never_leaves_two_jobs_running(kind: Kind) {
     let Some(s) = store(kind, d).await else {
         return;
     };
-    let name = election("stopped");
-    let a = spawn_run(d, &s.url, &name, "a", FLOCK_JOB);
-    let (t1, job1) = next_start(d, 0, "a's job to start").await;
-    let b = spawn_run(d, &s.url, &name, "b", FLOCK_JOB);
-    let mut procs = [a, b];
-    let key = ElectionKey::new("default", name.clone());
-    // b is a live member before a stops.
-    let joined = Instant::now();
-    while s
-        .client
-        .members(&key)
-        .await
-        .unwrap()
-        .iter()
-        .filter(|m| m.live)
-        .count()
-        < 2
-    {
-        assert!(joined.elapsed() < Duration::from_secs(10), "b joins");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (mut procs, (t1, job1)) = a_leads_and_b_waits(d, &s, "stopped", FLOCK_JOB).await;
 
     // 1. SIGSTOP of tenure alone (its job is in other process groups).
     let a_pid = Pid::from_raw(procs[0].id() as i32);
@@ -566,27 +568,8 @@ async fn frozen_tree_is_killed_right_after_sigcont(kind: Kind) {
     let Some(s) = store(kind, d).await else {
         return;
     };
-    let name = election("frozen");
     let job = "echo \"start $TENURE_TERM $$\" >> events; exec sleep 1000";
-    let a = spawn_run(d, &s.url, &name, "a", job);
-    let (t1, job1) = next_start(d, 0, "a's job").await;
-    let b = spawn_run(d, &s.url, &name, "b", job);
-    let mut procs = [a, b];
-    let key = ElectionKey::new("default", name.clone());
-    let joined = Instant::now();
-    while s
-        .client
-        .members(&key)
-        .await
-        .unwrap()
-        .iter()
-        .filter(|m| m.live)
-        .count()
-        < 2
-    {
-        assert!(joined.elapsed() < Duration::from_secs(10), "b joins");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (mut procs, (t1, job1)) = a_leads_and_b_waits(d, &s, "frozen", job).await;
     let guard = parent_of(job1).expect("the job's parent is the guard");
     let groups = [procs[0].id() as i32, guard, job1].map(Pid::from_raw);
     for g in groups {

@@ -184,17 +184,7 @@ async fn three_processes_on_mariadb_one_command_at_a_time() {
     let mut procs: Vec<std::process::Child> = (0..3).map(spawn).collect();
     let key = ElectionKey::new("default", election.clone());
     let events = dir.path().join("events");
-    let starts = || -> Vec<(u64, i32)> {
-        std::fs::read_to_string(&events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let mut p = l.split_whitespace();
-                (p.next()? == "start").then_some(())?;
-                Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?))
-            })
-            .collect()
-    };
+    let starts = || common::starts(&events);
     let mut seen = 0;
     for round in 0..3 {
         // Wait for a new command, and for the lease to name its term (under

@@ -62,6 +62,19 @@ pub async fn wait_until<T>(what: &str, within: Duration, mut cond: impl FnMut() 
     }
 }
 
+/// The "start TERM PID" lines that jobs append to an events file.
+pub fn starts(events: &Path) -> Vec<(u64, i32)> {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            (p.next()? == "start").then_some(())?;
+            Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 pub fn alive(pid: i32) -> bool {
     // A zombie still has a /proc entry; state Z means it is dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
