@@ -47,6 +47,9 @@ pub(crate) struct Config {
     pub succession_grace: Duration,
 }
 
+/// How long `shutdown()` waits for the store's queued bookkeeping.
+const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Highest priority accepted.
 pub const MAX_PRIORITY: u32 = 1000;
 
@@ -574,6 +577,13 @@ impl Elector {
         let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(task) = task {
             let _ = task.await;
+        }
+        // What the release queued (its history entry, a notification) must
+        // be written before a process that exits next loses it. Bounded: the
+        // history is for people, not for safety.
+        let flush = tokio::time::timeout(SHUTDOWN_FLUSH_TIMEOUT, self.store.flush()).await;
+        if !matches!(flush, Ok(Ok(()))) {
+            tracing::warn!(election = %self.config.key, "the store's history/notification queue was not flushed in time at shutdown");
         }
         result
     }

@@ -377,6 +377,15 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// The most recent terms of an election, newest first.
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>>;
 
+    /// Waits until the bookkeeping queued by earlier calls (history, change
+    /// notifications) has been written. Stores that write everything before
+    /// returning need not override it. [`Elector::shutdown`](crate::Elector::shutdown)
+    /// calls it, so that a process exiting right after shutting down does not
+    /// lose the end of its last term.
+    async fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Pushed change notifications, for stores that have them
     /// ([`Capabilities::push`]): each message names an election whose lease was
     /// acquired, released or handed over; `None` means "anything may have
@@ -469,6 +478,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         (**self).history(key, limit).await
+    }
+    async fn flush(&self) -> Result<()> {
+        (**self).flush().await
     }
 }
 

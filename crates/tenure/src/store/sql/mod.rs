@@ -567,6 +567,9 @@ impl SqlStore {
                         AfterJob::Close(tenure, reason) => {
                             after.close_history_now(&tenure, &reason).await;
                         }
+                        AfterJob::Flush(done) => {
+                            let _ = done.send(());
+                        }
                     }
                 }
             });
@@ -580,6 +583,8 @@ impl SqlStore {
 enum AfterJob {
     Start(LeaseRecord),
     Close(Tenure, String),
+    /// Answered once every job queued before it is done.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// What happens after a change has been decided: notifications and history,
@@ -788,6 +793,16 @@ impl LeaseStore for SqlStore {
             self.after_change(AfterJob::Close(tenure.clone(), "released".into()));
         }
         Ok(released)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        if self.after_queue.get().is_none() {
+            return Ok(());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.after_change(AfterJob::Flush(tx));
+        let _ = rx.await;
+        Ok(())
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {

@@ -1,6 +1,6 @@
-//! Batched renewals on every SQL store: one lease of a batch that does not
-//! match (a pending `tenure resign`) must not turn the batch into one
-//! statement per lease.
+//! SQL store behaviour beyond the conformance suite, on SQLite, MariaDB and
+//! PostgreSQL: batched renewals with an unmatched lease, and the history
+//! written before `shutdown()` returns.
 
 use std::time::Duration;
 
@@ -67,6 +67,55 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
         );
         for t in &tenures {
             let _ = store.release(t).await;
+        }
+    }
+}
+
+/// `shutdown()` returns only after the history entry of the release is
+/// written: a process that exits right after shutting down must not leave its
+/// last term open in `tenure status --history` (seen on SQLite before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_writes_the_end_of_the_term_before_returning() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = vec![format!("sqlite://{}", dir.path().join("h.db").display())];
+    for url in [servers::mysql_url(), servers::postgres_url()] {
+        if servers::connect_or_skip(&url, &StoreOptions::default())
+            .await
+            .is_some()
+        {
+            urls.push(url);
+        }
+    }
+    let run = format!("{:x}", std::process::id());
+    for url in urls {
+        let checker = tenure::store::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        for i in 0..10 {
+            let store = tenure::store::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap();
+            let election = format!("hist{i}-{run}");
+            let e = tenure::Elector::builder(store)
+                .election(election.clone())
+                .ttl(Duration::from_secs(10))
+                .build()
+                .unwrap();
+            let term = tokio::time::timeout(Duration::from_secs(10), e.acquired())
+                .await
+                .unwrap()
+                .unwrap()
+                .term();
+            e.shutdown().await.unwrap();
+            let history = checker
+                .history(&ElectionKey::new("default", election), 5)
+                .await
+                .unwrap();
+            let last = history.iter().find(|h| h.term == term);
+            assert!(
+                last.is_some_and(|h| h.end_reason == "released" && h.end_at_us.is_some()),
+                "{url}: run {i}: term {term} not closed right after shutdown: {history:?}"
+            );
         }
     }
 }
