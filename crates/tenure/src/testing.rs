@@ -1373,4 +1373,7 @@ impl crate::store::LeaseStore for CountingStore {
     ) -> crate::Result<Vec<crate::store::HistoryRecord>> {
         self.inner.history(key, limit).await
     }
+    async fn flush(&self) -> crate::Result<()> {
+        self.inner.flush().await
+    }
 }
