@@ -1148,7 +1148,16 @@ pub mod etcd_server {
         pub async fn start(n: usize) -> Result<Self, String> {
             let bin =
                 binary().ok_or("no etcd binary (install etcd-server or set TENURE_ETCD_BIN)")?;
-            let dir = std::env::temp_dir().join(format!(
+            // On tmpfs where there is one: etcd fsyncs every write, and on a
+            // busy two-core machine one fsync now and then takes longer than
+            // a 1 s TTL's 500 ms release budget. Data still survives what the
+            // tests do to a member (SIGKILL, restart); only a machine crash
+            // would lose it, and no test crashes the machine.
+            let base = Some(std::path::Path::new("/dev/shm"))
+                .filter(|p| p.is_dir())
+                .map(PathBuf::from)
+                .unwrap_or_else(std::env::temp_dir);
+            let dir = base.join(format!(
                 "tenure-etcd-{}-{:08x}",
                 std::process::id(),
                 rand::random::<u32>()
