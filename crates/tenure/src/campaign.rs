@@ -50,6 +50,9 @@ pub(crate) struct Campaign {
     changes: Option<Changes>,
     /// Whether we already left the member list while stepping down.
     left: bool,
+    /// The term of the last lease seen free, and when (local clock) this
+    /// follower first saw it free: the succession grace counts from then.
+    free_since: Option<(u64, Duration)>,
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -75,6 +78,7 @@ impl Campaign {
             failures: 0,
             changes,
             left: false,
+            free_since: None,
         }
     }
 
@@ -319,14 +323,17 @@ impl Campaign {
             .await?
         {
             Ok(m) => m,
-            // Without the member list, fall back to trying: safety never
-            // depends on succession, only the number of writes does.
-            Err(_) => return Ok(None),
+            // Without the member list, wait the grace as if another member
+            // were the successor: the one whose read worked goes first. (Trying
+            // at once made every follower try when reads failed, on an etcd
+            // cluster with a dead member.) Safety never depends on succession,
+            // only the number of writes does; the grace is short.
+            Err(_) => return Ok(self.succession_grace_left(r)),
         };
         // Skip the holder whose lease just expired or who just stepped down,
-        // and members whose last heartbeat is older than a heartbeat period
-        // (every TTL at most): a crashed member stays registered for a while,
-        // but must not hold everyone back for the grace.
+        // and members not heard from lately (`MemberRecord::is_fresh`): a
+        // crashed member stays registered for a while, but must not hold
+        // everyone back for the grace.
         let successor = members.iter().find(|m| {
             m.is_fresh(r.read_at_us, self.config.ttl)
                 && Some(m.holder.as_str()) != r.holder.as_deref()
@@ -335,26 +342,36 @@ impl Campaign {
         match successor {
             None => Ok(None),
             Some(s) if s.holder == self.config.holder => Ok(None),
-            Some(_) => {
-                let free_for = Duration::from_micros(
-                    r.read_at_us.saturating_sub(r.expires_at_us).max(0) as u64,
-                );
-                // With push the successor hears of the change in milliseconds;
-                // without it, within a poll period.
-                let grace = if self.changes.is_some() {
-                    Duration::from_millis(100)
-                } else {
-                    self.config.succession_grace
-                };
-                if free_for >= grace {
-                    Ok(None)
-                } else {
-                    Ok(Some(
-                        (grace - free_for).min(jittered(self.config.poll_period)) + SETTLE,
-                    ))
-                }
-            }
+            Some(_) => Ok(self.succession_grace_left(r)),
         }
+    }
+
+    /// How long a follower that is not the designated successor still waits
+    /// before it tries, for a lease that `r` shows free; `None`: try now.
+    ///
+    /// The grace counts from when this follower first saw the lease free, not
+    /// from the expiry the record states: etcd deletes an expired key up to
+    /// ~0.5 s after the estimated expiry, so by the stated time every
+    /// follower's grace had passed when the key went, and all tried at once.
+    fn succession_grace_left(&mut self, r: &LeaseRecord) -> Option<Duration> {
+        let now = self.now();
+        let since = match self.free_since {
+            Some((term, since)) if term == r.term => since,
+            _ => {
+                self.free_since = Some((r.term, now));
+                now
+            }
+        };
+        let free_for = now.saturating_sub(since);
+        // With push the successor hears of the change in milliseconds;
+        // without it, within a poll period.
+        let grace = if self.changes.is_some() {
+            Duration::from_millis(100)
+        } else {
+            self.config.succession_grace
+        };
+        (free_for < grace)
+            .then(|| (grace - free_for).min(jittered(self.config.poll_period)) + SETTLE)
     }
 
     /// One acquisition attempt: `Ok` to lead, `Err(wait)` to keep following.

@@ -116,7 +116,7 @@ pub(crate) async fn check_target(
             "transfer target",
             format!(
                 "{identity:?} is registered in {key} but not heard from for {} ms \
-                 (more than 1.1 x the TTL of {ttl:?}): it may have crashed; \
+                 (more than twice the TTL of {ttl:?}): it may have crashed; \
                  pick a live member (`tenure status` lists them)",
                 now_us.saturating_sub(stale.heartbeat_at_us) / 1000
             ),

@@ -174,8 +174,10 @@ impl Conformance {
 
     /// How many acquisition attempts [`Self::failover_without_a_herd`] allows
     /// for one failover (default 3). Only for a deliberately degraded store
-    /// (an etcd cluster with a member killed), where followers whose member
-    /// list read fails fall back to trying at once.
+    /// (an etcd cluster with a member killed), where followers may disagree
+    /// about the designated successor. Above 3, the check also accepts a
+    /// winner other than the designated successor (a herd means anyone may
+    /// win); one winner is always required.
     pub fn with_herd_bound(mut self, attempts: u64) -> Self {
         self.herd_bound = attempts;
         self
@@ -377,11 +379,20 @@ impl Conformance {
             .map(|f| f.identity())
             .collect();
         assert_eq!(
-            leaders,
-            [expected.as_str()],
-            "[{}] the designated successor succeeds",
+            leaders.len(),
+            1,
+            "[{}] one successor: {leaders:?}",
             self.name
         );
+        if self.herd_bound <= 3 {
+            // Where a herd is tolerated (see `with_herd_bound`), so is another winner.
+            assert_eq!(
+                leaders,
+                [expected.as_str()],
+                "[{}] the designated successor succeeds",
+                self.name
+            );
+        }
         assert!(
             attempts <= self.herd_bound,
             "[{}] {attempts} acquisition attempts for one failover",

@@ -123,8 +123,10 @@ async fn etcd_cluster() {
     let opened = Arc::new(AtomicUsize::new(0));
     let factory = etcd_factory(url);
     let (c, n) = (cluster.clone(), opened.clone());
-    // With a member dead, a follower's member-list read can fail and it then
-    // tries at once: a herd is possible (one winner still). Open issue.
+    // With a member dead, followers still often disagree about the designated
+    // successor (cause open, see docs/measurements.md): every follower may try
+    // after the grace, and the winner need not be the designated one. One
+    // winner is still checked. The single-node etcd run keeps the bound of 3.
     Conformance::new("etcd-cluster", move || {
         if n.fetch_add(1, Ordering::SeqCst) + 1 == 6 {
             // Member 0 is usually the raft leader of a fresh cluster; killing

@@ -173,14 +173,16 @@ pub struct MemberRecord {
 
 impl MemberRecord {
     /// Whether this member can be handed leadership: registered (`live`) and
-    /// heard from within 1.1 TTL of `now_us` (store clock). A crashed member
-    /// stays registered for a while; succession, preemption and transfer all
-    /// use this one rule so none of them hands the lease to it.
+    /// heard from within two TTLs of `now_us`. A crashed member stays
+    /// registered for three TTLs; succession, preemption and transfer all use
+    /// this one rule so none of them hands the lease to it for long. Two TTLs,
+    /// because a live member heartbeats every half to one TTL and a heartbeat
+    /// may itself take up to a TTL (a slow store): a tighter bound made live
+    /// members look dead, so the wrong follower went first.
     pub fn is_fresh(&self, now_us: i64, ttl: Duration) -> bool {
         let fresh_us = i64::try_from(ttl.as_micros())
             .unwrap_or(i64::MAX)
-            .saturating_mul(11)
-            / 10;
+            .saturating_mul(2);
         self.live && now_us.saturating_sub(self.heartbeat_at_us) < fresh_us
     }
 }
