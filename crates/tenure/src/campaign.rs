@@ -27,6 +27,13 @@ pub(crate) enum Command {
     Shutdown(oneshot::Sender<Result<()>>),
 }
 
+/// How long followers other than the designated successor wait, where the
+/// store pushes changes (everyone hears of a free lease at once): long enough
+/// for the successor's acquisition to land on a busy etcd (one took over
+/// 100 ms in a CI run, and all 20 others then tried), short against any TTL.
+/// It only delays a takeover when the designated successor itself is gone.
+const PUSH_SUCCESSION_GRACE: Duration = Duration::from_millis(250);
+
 /// Extra wait after a lease's remaining time, so the store's clock has surely
 /// passed the expiry when we try.
 const SETTLE: Duration = Duration::from_millis(2);
@@ -366,7 +373,7 @@ impl Campaign {
         // With push the successor hears of the change in milliseconds;
         // without it, within a poll period.
         let grace = if self.changes.is_some() {
-            Duration::from_millis(100)
+            PUSH_SUCCESSION_GRACE
         } else {
             self.config.succession_grace
         };
