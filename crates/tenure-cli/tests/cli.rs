@@ -965,3 +965,34 @@ async fn bad_urls_and_settings_each_get_a_message_that_names_the_problem() {
     }
     eprintln!("{n} bad inputs checked");
 }
+
+/// Three processes creating the tables of a fresh SQLite file at once: none
+/// mistakes the half-created tables of another for a foreign table (a first
+/// version of that check did, between two migration steps).
+#[test]
+fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let procs: Vec<_> = (0..3)
+            .map(|_| {
+                std::process::Command::new(common::BIN)
+                    .args(["status", "--store", &url])
+                    .env("TENURE_LOG", "warn")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for p in procs {
+            let out = p.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

@@ -246,6 +246,11 @@ impl SqlStore {
                 // SQLite opens any file lazily; reading the catalogue is what
                 // finds out that it is not a database, once, here, instead of
                 // failing every pooled connection until the pool times out.
+                // Another process may be creating the tables right now: wait
+                // for its lock as the pool's connections do.
+                sqlx::query("PRAGMA busy_timeout = 5000")
+                    .execute(&mut conn)
+                    .await?;
                 sqlx::query("SELECT count(*) FROM sqlite_master")
                     .fetch_one(&mut conn)
                     .await?;

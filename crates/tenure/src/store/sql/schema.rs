@@ -112,8 +112,13 @@ pub(crate) async fn prepare(
         }),
         None if create => {
             // A leases table without tenure's schema table may be another
-            // program's: find out before creating anything beside it.
-            if let Err(e) = sqlx::query(&dialect.plain(leases_probe(prefix)))
+            // program's: find out before creating anything beside it. Only the
+            // columns of every schema version count: another tenure may be
+            // creating the tables right now, between two migration steps.
+            let ours = format!(
+                "SELECT namespace, election, holder, term FROM {prefix}leases WHERE 1 = 0"
+            );
+            if let Err(e) = sqlx::query(&dialect.plain(ours))
                 .fetch_optional(pool)
                 .await
             {
