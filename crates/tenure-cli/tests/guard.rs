@@ -229,7 +229,7 @@ async fn stopped_tenure_never_leaves_two_jobs_running(kind: Kind) {
         logs(d)
     );
     eprintln!(
-        "{kind:?}: a stopped tenure's job was gone and b's started {gone_after:?} after SIGSTOP"
+        "{kind:?}: a stopped tenure's job was killed by its guard {gone_after:?} after SIGSTOP (ttl 2 s)"
     );
 }
 
