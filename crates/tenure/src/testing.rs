@@ -173,9 +173,9 @@ impl Conformance {
     }
 
     /// How many acquisition attempts [`Self::failover_without_a_herd`] allows
-    /// for one failover (default 3). Only for a deliberately degraded store
-    /// (an etcd cluster with a member killed), where followers may disagree
-    /// about the designated successor. Above 3, the check also accepts a
+    /// for one failover (default 3). Only for etcd (single node and a cluster
+    /// with a member killed), where followers may still disagree about the
+    /// designated successor (open). Above 3, the check also accepts a
     /// winner other than the designated successor (a herd means anyone may
     /// win); one winner is always required.
     pub fn with_herd_bound(mut self, attempts: u64) -> Self {
