@@ -63,8 +63,7 @@ pub async fn transfer(
     window: Duration,
 ) -> Result<LeaseRecord> {
     check_transfer_window(window)?;
-    check_target(store, key, identity).await?;
-    let current = store.read(key).await?.filter(|r| r.is_held());
+    let current = Some(check_target(store, key, identity).await?).filter(|r| r.is_held());
     if let Some(holder) = current.as_ref().and_then(|r| r.holder.as_deref()) {
         if crate::store::identity_of(holder) == identity {
             return Err(Error::config(
@@ -90,26 +89,23 @@ pub async fn transfer(
 
 /// Checks that `identity` is a live member of `key` with a fresh heartbeat
 /// (the rule succession uses: [`MemberRecord::is_fresh`](crate::store::MemberRecord::is_fresh)).
+/// Returns the lease as read for the check.
 pub(crate) async fn check_target(
     store: &DynStore,
     key: &ElectionKey,
     identity: &str,
-) -> Result<()> {
+) -> Result<LeaseRecord> {
     // The lease gives the store's clock and the election's TTL.
-    let (now_us, ttl) = match store.read(key).await? {
-        Some(r) => (r.read_at_us, r.ttl),
-        None => {
-            return Err(Error::NoLeader {
-                election: key.to_string(),
-            })
-        }
-    };
+    let lease = store.read(key).await?.ok_or_else(|| Error::NoLeader {
+        election: key.to_string(),
+    })?;
+    let (now_us, ttl) = (lease.read_at_us, lease.ttl);
     let members = store.members(key).await?;
     if members
         .iter()
         .any(|m| m.identity == identity && m.is_fresh(now_us, ttl))
     {
-        return Ok(());
+        return Ok(lease);
     }
     if let Some(stale) = members.iter().find(|m| m.identity == identity) {
         return Err(Error::config(

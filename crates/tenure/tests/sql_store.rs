@@ -10,10 +10,10 @@ use tenure::testing::servers;
 
 const N: usize = 40;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_unmatched_lease_costs_at_most_one_more_statement() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut urls = vec![format!("sqlite://{}", dir.path().join("b.db").display())];
+/// A fresh SQLite file in `dir`, and the MariaDB and PostgreSQL test servers
+/// where they run (required in CI).
+async fn sql_urls(dir: &std::path::Path) -> Vec<String> {
+    let mut urls = vec![format!("sqlite://{}", dir.join("t.db").display())];
     for url in [servers::mysql_url(), servers::postgres_url()] {
         if servers::connect_or_skip(&url, &StoreOptions::default())
             .await
@@ -22,6 +22,13 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
             urls.push(url);
         }
     }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unmatched_lease_costs_at_most_one_more_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
         let store = std::sync::Arc::new(
@@ -77,15 +84,7 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_writes_the_end_of_the_term_before_returning() {
     let dir = tempfile::tempdir().unwrap();
-    let mut urls = vec![format!("sqlite://{}", dir.path().join("h.db").display())];
-    for url in [servers::mysql_url(), servers::postgres_url()] {
-        if servers::connect_or_skip(&url, &StoreOptions::default())
-            .await
-            .is_some()
-        {
-            urls.push(url);
-        }
-    }
+    let urls = sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
         let checker = tenure::store::connect(&url, &StoreOptions::default())
