@@ -91,7 +91,6 @@ fn spawn_run_with(
         "--id",
         id,
     ])
-    .args(["--", "sh", "-c", script])
     .current_dir(dir)
     .env_remove("TENURE_STORE")
     .env("TENURE_LOG", "info")
@@ -99,7 +98,9 @@ fn spawn_run_with(
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(dir.join(format!("{id}.log"))).unwrap())
     .process_group(0);
+    // Flags the test adds come before the command.
     configure(&mut cmd);
+    cmd.args(["--", "sh", "-c", script]);
     cmd.spawn().expect("spawn tenure run")
 }
 
@@ -623,4 +624,60 @@ async fn frozen_tree_is_killed_right_after_sigcont_mariadb() {
 #[tokio::test]
 async fn frozen_tree_is_killed_right_after_sigcont_postgres() {
     frozen_tree_is_killed_right_after_sigcont(Kind::Postgres).await;
+}
+
+/// `--restart` starts a job only with more lease left than the kill grace:
+/// with the store cut, a job that exits shortly before the last kill-grace of
+/// the lease begins is not started again after the restart back-off (it could
+/// not be given its SIGTERM grace); the tenure ends instead. Before the fix,
+/// the restart came with under a second left and the job was stopped at once.
+#[tokio::test]
+async fn restart_waits_for_enough_lease_for_the_kill_grace() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = format!("sqlite://{}", d.join("t.db").display());
+    let name = election("restart");
+    // The first two jobs exit at once, so the restart back-off grows to
+    // 400 ms (100, 200, then 400); the third waits for the `go` file.
+    let script = "echo \"start $TENURE_TERM $$\" >> events; \
+                  [ \"$(wc -l < events)\" -lt 3 ] && exit 1; \
+                  while [ ! -e go ]; do sleep 0.01; done; exit 1";
+    let mut t = spawn_run_with(d, &url, &name, "a", script, |c| {
+        c.args([
+            "--renew-period",
+            "100ms",
+            "--kill-grace",
+            "1s",
+            "--restart",
+            "--exit-on-loss",
+        ]);
+    });
+    let (term, _) = next_start(d, 2, "the third job").await;
+    let mut lock = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let cut = Instant::now();
+    // ttl 2 s renewed every 100 ms: tenure's deadline D is between ~1.78 s
+    // and ~1.93 s after the cut, and it stops the job at D - 1 s. The job
+    // exits 0.65 s after the cut, before that; the restart would come
+    // 400 ms later, after D - 1 s: too little lease left to start a job.
+    tokio::time::sleep_until((cut + Duration::from_millis(650)).into()).await;
+    std::fs::write(d.join("go"), "").unwrap();
+    let status = wait_until("tenure to exit on loss", Duration::from_secs(10), || {
+        t.try_wait().unwrap()
+    })
+    .await;
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    let starts = starts(d);
+    assert_eq!(
+        starts.len(),
+        3,
+        "a job was started again with less lease left than its kill grace \
+         (term {term}); starts: {starts:?}\n{}",
+        logs(d)
+    );
+    assert_eq!(status.code(), Some(3), "{}", logs(d));
 }

@@ -234,7 +234,7 @@ impl ElectorBuilder {
         self
     }
 
-    /// How soon a failed store call is retried (default ttl/10, jittered).
+    /// How soon a failed store call is retried (default ttl/10 or the renew period, whichever is shorter; jittered).
     pub fn retry_period(mut self, period: Duration) -> Self {
         self.retry_period = Some(period);
         self
@@ -290,11 +290,13 @@ impl ElectorBuilder {
             ));
         }
         let renew_period = check_renew_period(ttl, self.renew_period)?;
-        let retry_period = self.retry_period.unwrap_or(ttl / 10);
+        // The default never exceeds the renew period: a renew period shorter
+        // than ttl/10 must not make the default invalid.
+        let retry_period = self.retry_period.unwrap_or((ttl / 10).min(renew_period));
         if retry_period.is_zero() || retry_period > renew_period {
             return Err(Error::config(
                 "retry period",
-                format!("{retry_period:?} must be above zero and at most the renew period {renew_period:?} (default ttl/10)"),
+                format!("{retry_period:?} must be above zero and at most the renew period {renew_period:?} (default ttl/10, or the renew period if shorter)"),
             ));
         }
         let poll_period = self.poll_period.unwrap_or(DEFAULT_POLL);
