@@ -12,7 +12,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::elector::Config;
+use crate::config::{Config, Timing};
 use crate::error::{Error, Result};
 use crate::leadership::{Shared, State};
 use crate::store::{
@@ -26,17 +26,6 @@ pub(crate) enum Command {
     Transfer(String, oneshot::Sender<Result<()>>),
     Shutdown(oneshot::Sender<Result<()>>),
 }
-
-/// How long followers other than the designated successor wait, where the
-/// store pushes changes (everyone hears of a free lease at once): long enough
-/// for the successor's acquisition to land on a busy etcd (one took over
-/// 100 ms in a CI run, and all 20 others then tried), short against any TTL.
-/// It only delays a takeover when the designated successor itself is gone.
-const PUSH_SUCCESSION_GRACE: Duration = Duration::from_millis(250);
-
-/// Extra wait after a lease's remaining time, so the store's clock has surely
-/// passed the expiry when we try.
-const SETTLE: Duration = Duration::from_millis(2);
 
 enum Next {
     Follow { hold_off: Option<Duration> },
@@ -107,7 +96,7 @@ impl Campaign {
                 metadata: self.config.metadata.clone(),
                 priority: self.config.priority,
             },
-            self.config.ttl,
+            self.config.timing.clone(),
         ));
         let mut next = Next::Follow { hold_off: None };
         loop {
@@ -120,7 +109,7 @@ impl Campaign {
         membership.abort();
         if !self.left {
             let leave = self.store.leave(&self.config.key, &self.config.holder);
-            let _ = tokio::time::timeout(self.leave_timeout(), leave).await;
+            let _ = tokio::time::timeout(self.timing().leave_timeout, leave).await;
         }
         self.shared.end();
         self.shared
@@ -133,6 +122,10 @@ impl Campaign {
 
     fn now(&self) -> Duration {
         self.shared.clock.now()
+    }
+
+    fn timing(&self) -> &Timing {
+        &self.config.timing
     }
 
     fn store_failed(&mut self, what: &str, e: &Error) {
@@ -165,22 +158,79 @@ impl Campaign {
     /// transition a command demands, if any.
     async fn idle_until(&mut self, until: Duration) -> Option<Next> {
         let sleep = self.shared.clock.sleep_until(until);
+        tokio::pin!(sleep);
         let key = self.config.key.clone();
-        tokio::select! {
-            _ = sleep => None,
-            // A pushed change (e.g. a release) ends the wait early.
-            _ = changed(&mut self.changes, Some(&key)) => None,
-            cmd = self.commands.recv() => Some(match cmd {
-                Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
-                    let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
-                    return Box::pin(self.idle_until(until)).await;
-                }
-                Some(Command::Shutdown(reply)) => {
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return None,
+                // A pushed change (e.g. a release) ends the wait early.
+                _ = changed(&mut self.changes, Some(&key)) => return None,
+                cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
                     let _ = reply.send(Ok(()));
-                    Next::Stop
-                }
-                None => Next::Stop,
-            }),
+                    return Some(Next::Stop);
+                },
+            }
+        }
+    }
+
+    /// Answers a command that arrived while following: resign and transfer
+    /// fail at once (we do not lead). A shutdown, or the elector dropped, is
+    /// handed back for the caller to acknowledge once it has stopped.
+    fn follower_command(&self, cmd: Option<Command>) -> Option<oneshot::Sender<Result<()>>> {
+        match cmd {
+            Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
+                let _ = reply.send(Err(Error::NotLeader {
+                    election: self.config.key.to_string(),
+                }));
+                None
+            }
+            Some(Command::Shutdown(reply)) => Some(reply),
+            None => Some(oneshot::channel().0),
+        }
+    }
+
+    /// Acts on a command that arrived while leading: resign and transfer hand
+    /// the lease over, shutdown (or the elector dropped) releases it.
+    async fn command_while_leading(&mut self, cmd: Option<Command>, tenure: &Tenure) -> Next {
+        match cmd {
+            Some(Command::Resign(reply)) => {
+                let result = self
+                    .step_down_handover(
+                        tenure,
+                        Handover::Anyone,
+                        self.config.handover_window,
+                        "resign",
+                    )
+                    .await;
+                let _ = reply.send(result);
+                self.hold_off().await
+            }
+            Some(Command::Transfer(identity, reply)) => {
+                let result = self
+                    .step_down_handover(
+                        tenure,
+                        Handover::To(identity),
+                        self.config.handover_window,
+                        "transfer",
+                    )
+                    .await;
+                let _ = reply.send(result);
+                self.hold_off().await
+            }
+            Some(Command::Shutdown(reply)) => {
+                let result = if self.config.release_on_shutdown {
+                    self.step_down_and_release(tenure, "shutting down").await
+                } else {
+                    self.shared.end();
+                    Ok(())
+                };
+                let _ = reply.send(result);
+                Next::Stop
+            }
+            None => {
+                let _ = self.step_down_and_release(tenure, "elector dropped").await;
+                Next::Stop
+            }
         }
     }
 
@@ -191,7 +241,7 @@ impl Campaign {
         what: &'static str,
         call: impl std::future::Future<Output = Result<T>>,
     ) -> Result<Result<T>, Next> {
-        let budget = self.op_timeout();
+        let budget = self.timing().call_budget;
         let until = self.now() + budget;
         let sleep = self.shared.clock.sleep_until(until);
         tokio::pin!(call);
@@ -200,23 +250,12 @@ impl Campaign {
             tokio::select! {
                 r = &mut call => return Ok(r),
                 _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
-                cmd = self.commands.recv() => match cmd {
-                    Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
-                        let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
-                    }
-                    Some(Command::Shutdown(reply)) => {
-                        let _ = reply.send(Ok(()));
-                        return Err(Next::Stop);
-                    }
-                    None => return Err(Next::Stop),
+                cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
+                    let _ = reply.send(Ok(()));
+                    return Err(Next::Stop);
                 },
             }
         }
-    }
-
-    /// How long a follower waits for one store call before counting it failed.
-    fn op_timeout(&self) -> Duration {
-        (self.config.ttl / 2).max(Duration::from_millis(50))
     }
 
     fn claim(&self) -> Claim {
@@ -224,13 +263,13 @@ impl Campaign {
             key: self.config.key.clone(),
             holder: self.config.holder.clone(),
             metadata: self.config.metadata.clone(),
-            ttl: self.config.ttl,
+            ttl: self.timing().ttl,
         }
     }
 
     /// How long to wait before looking again at a lease held by someone else.
     fn wait_for(&self, rec: &LeaseRecord) -> Duration {
-        jittered(self.config.poll_period).min(rec.remaining + SETTLE)
+        jittered(self.timing().poll_period).min(rec.remaining + self.timing().settle)
     }
 
     fn publish_record(&self, rec: Option<&LeaseRecord>) {
@@ -258,7 +297,7 @@ impl Campaign {
             let wait = match read {
                 Err(e) => {
                     self.store_failed("reading the lease", &e);
-                    jittered(self.config.retry_period)
+                    jittered(self.timing().retry_period)
                 }
                 Ok(rec) => {
                     self.store_ok();
@@ -275,7 +314,7 @@ impl Campaign {
                             match self.release_stale(r.term).await {
                                 Err(next) => return next,
                                 Ok(true) => Duration::ZERO,
-                                Ok(false) => jittered(self.config.retry_period),
+                                Ok(false) => jittered(self.timing().retry_period),
                             }
                         }
                         Some(r) if r.is_held() => self.wait_for(&r),
@@ -320,7 +359,9 @@ impl Campaign {
                     return Ok(None);
                 }
                 let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
-                return Ok(Some(left.min(jittered(self.config.poll_period)) + SETTLE));
+                return Ok(Some(
+                    left.min(jittered(self.timing().poll_period)) + self.timing().settle,
+                ));
             }
         }
         let store = self.store.clone();
@@ -342,7 +383,7 @@ impl Campaign {
         // crashed member stays registered for a while, but must not hold
         // everyone back for the grace.
         let successor = members.iter().find(|m| {
-            m.is_fresh(r.read_at_us, self.config.ttl)
+            m.is_fresh(r.read_at_us, self.timing().ttl)
                 && Some(m.holder.as_str()) != r.holder.as_deref()
                 && Some(m.holder.as_str()) != r.previous_holder.as_deref()
         });
@@ -373,12 +414,13 @@ impl Campaign {
         // With push the successor hears of the change in milliseconds;
         // without it, within a poll period.
         let grace = if self.changes.is_some() {
-            PUSH_SUCCESSION_GRACE
+            self.timing().push_succession_grace
         } else {
-            self.config.succession_grace
+            self.timing().succession_grace
         };
-        (free_for < grace)
-            .then(|| (grace - free_for).min(jittered(self.config.poll_period)) + SETTLE)
+        (free_for < grace).then(|| {
+            (grace - free_for).min(jittered(self.timing().poll_period)) + self.timing().settle
+        })
     }
 
     /// One acquisition attempt: `Ok` to lead, `Err(wait)` to keep following.
@@ -403,7 +445,8 @@ impl Campaign {
                         term: rec.term,
                     };
                     let release = self.store.release(&tenure);
-                    if let Ok(Err(e)) = tokio::time::timeout(self.release_timeout(), release).await
+                    if let Ok(Err(e)) =
+                        tokio::time::timeout(self.timing().release_timeout, release).await
                     {
                         self.store_failed("releasing an acquisition cut short by shutdown", &e);
                     }
@@ -419,7 +462,7 @@ impl Campaign {
             None => Err(Duration::ZERO),
             Some(Err(e)) => {
                 self.store_failed("acquiring the lease", &e);
-                Err(jittered(self.config.retry_period))
+                Err(jittered(self.timing().retry_period))
             }
             Some(Ok(Acquire::Held(rec))) => {
                 self.store_ok();
@@ -427,13 +470,13 @@ impl Campaign {
                 Err(rec
                     .filter(|r| r.is_held())
                     .map(|r| self.wait_for(&r))
-                    .unwrap_or_else(|| jittered(self.config.poll_period) / 4))
+                    .unwrap_or_else(|| jittered(self.timing().poll_period) / 4))
             }
             Some(Ok(Acquire::Acquired(rec))) => {
                 self.store_ok();
                 let now = self.now();
                 self.note_rtt(now.saturating_sub(t0));
-                let deadline = self.config.deadline(t0, self.rtt);
+                let deadline = self.timing().deadline(t0, self.rtt);
                 let tenure = Tenure {
                     key: self.config.key.clone(),
                     holder: self.config.holder.clone(),
@@ -443,7 +486,7 @@ impl Campaign {
                     // The answer came too late to act on; give it back.
                     return match self.release_stale(rec.term).await {
                         Err(next) => Ok(next),
-                        Ok(_) => Err(jittered(self.config.retry_period)),
+                        Ok(_) => Err(jittered(self.timing().retry_period)),
                     };
                 }
                 self.shared.lead(rec.term, deadline);
@@ -454,7 +497,7 @@ impl Campaign {
                     // waits for it as a successor next time.
                     let store = self.store.clone();
                     let key = self.config.key.clone();
-                    let timeout = self.leave_timeout();
+                    let timeout = self.timing().leave_timeout;
                     tokio::spawn(async move {
                         let _ = tokio::time::timeout(timeout, store.leave(&key, &dead)).await;
                     });
@@ -474,7 +517,7 @@ impl Campaign {
         what: &'static str,
         call: impl std::future::Future<Output = Result<T>>,
     ) -> (Option<Result<T>>, Option<oneshot::Sender<Result<()>>>) {
-        let budget = self.op_timeout();
+        let budget = self.timing().call_budget;
         let sleep = self.shared.clock.sleep_until(self.now() + budget);
         tokio::pin!(call);
         tokio::pin!(sleep);
@@ -486,16 +529,9 @@ impl Campaign {
                     let timeout = Error::Timeout { what, after: budget };
                     return (stopping.is_none().then_some(Err(timeout)), stopping);
                 }
-                cmd = self.commands.recv(), if stopping.is_none() => match cmd {
-                    Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
-                        let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
-                    }
-                    Some(Command::Shutdown(reply)) => stopping = Some(reply),
-                    None => {
-                        let (tx, _) = oneshot::channel();
-                        stopping = Some(tx);
-                    }
-                },
+                cmd = self.commands.recv(), if stopping.is_none() => {
+                    stopping = self.follower_command(cmd);
+                }
             }
         }
     }
@@ -518,7 +554,7 @@ impl Campaign {
             }
             Ok::<(), Error>(())
         };
-        match tokio::time::timeout(self.release_timeout(), attempt).await {
+        match tokio::time::timeout(self.timing().release_timeout, attempt).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => self.store_failed("releasing an acquisition cut short by shutdown", &e),
             Err(_) => {
@@ -551,7 +587,7 @@ impl Campaign {
     /// member list, so nobody waits for us as the designated successor) for a
     /// moment, so another candidate takes over.
     async fn hold_off(&mut self) -> Next {
-        let hold_off = self.now() + (self.config.poll_period * 3).max(Duration::from_millis(250));
+        let hold_off = self.now() + self.timing().hold_off;
         // Stepping down already left the member list; the heartbeat task
         // rejoins when the hold-off ends.
         self.shared.pause_membership(hold_off);
@@ -563,7 +599,7 @@ impl Campaign {
 
     async fn lead(&mut self, tenure: Tenure, mut deadline: Duration) -> Next {
         let led_since = self.now();
-        let mut next_renew = self.next_renewal(self.now());
+        let mut next_renew = self.timing().next_renewal(self.now());
         let mut renewals = 0u64;
         let mut renew_failures = 0u32;
         loop {
@@ -599,7 +635,7 @@ impl Campaign {
                 let key = tenure.key.clone();
                 let store = self.store.clone();
                 let rec = tokio::select! {
-                    r = tokio::time::timeout(self.config.ttl / 4, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
+                    r = tokio::time::timeout(self.timing().leader_read_timeout, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
                     _ = self.shared.clock.sleep_until(deadline) => None,
                     cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
                 };
@@ -610,7 +646,7 @@ impl Campaign {
             }
             let t0 = self.now();
             let renewed = tokio::select! {
-                r = self.store.renew(&tenure, self.config.ttl) => Some(r),
+                r = self.store.renew(&tenure, self.timing().ttl) => Some(r),
                 _ = self.shared.clock.sleep_until(deadline) => None,
                 // A command while the store is slow: act on it now, dropping
                 // the renewal, instead of waiting up to the deadline.
@@ -634,17 +670,17 @@ impl Campaign {
                     self.store_ok();
                     renew_failures = 0;
                     self.note_rtt(self.now().saturating_sub(t0));
-                    deadline = self.config.deadline(t0, self.rtt);
+                    deadline = self.timing().deadline(t0, self.rtt);
                     self.shared.lead(tenure.term, deadline);
-                    next_renew = self.next_renewal(t0);
+                    next_renew = self.timing().next_renewal(t0);
                     renewals += 1;
-                    if renewals % 3 == 0 {
+                    if renewals % self.timing().reap_every == 0 {
                         // Dead members are reaped by the leader, every third
                         // renewal: bookkeeping, so off the leader's path (a
                         // slow reap must not delay a shutdown or a resign).
                         let store = self.store.clone();
                         let key = self.config.key.clone();
-                        let timeout = self.config.ttl / 2;
+                        let timeout = self.timing().reap_timeout;
                         tokio::spawn(async move {
                             let _ = tokio::time::timeout(timeout, store.reap(&key)).await;
                         });
@@ -665,12 +701,14 @@ impl Campaign {
                 Some(Ok(false)) => {
                     self.store_ok();
                     self.shared.end();
-                    let rec =
-                        tokio::time::timeout(self.config.ttl / 4, self.store.read(&tenure.key))
-                            .await
-                            .ok()
-                            .and_then(|r| r.ok())
-                            .flatten();
+                    let rec = tokio::time::timeout(
+                        self.timing().leader_read_timeout,
+                        self.store.read(&tenure.key),
+                    )
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok())
+                    .flatten();
                     if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
                         return next;
                     }
@@ -684,71 +722,13 @@ impl Campaign {
                     // with a server restart: the next one is likely fine, so
                     // retry at once; after that, back off.
                     let wait = if renew_failures == 1 {
-                        Duration::from_millis(5)
+                        self.timing().first_renew_retry
                     } else {
-                        jittered(self.config.retry_period)
+                        jittered(self.timing().retry_period)
                     };
                     next_renew = self.now() + wait;
                 }
             }
-        }
-    }
-
-    async fn command_while_leading(&mut self, cmd: Option<Command>, tenure: &Tenure) -> Next {
-        match cmd {
-            Some(Command::Resign(reply)) => {
-                let result = self
-                    .step_down_handover(
-                        tenure,
-                        Handover::Anyone,
-                        self.config.handover_window,
-                        "resign",
-                    )
-                    .await;
-                let _ = reply.send(result);
-                self.hold_off().await
-            }
-            Some(Command::Transfer(identity, reply)) => {
-                let result = self
-                    .step_down_handover(
-                        tenure,
-                        Handover::To(identity),
-                        self.config.handover_window,
-                        "transfer",
-                    )
-                    .await;
-                let _ = reply.send(result);
-                self.hold_off().await
-            }
-            Some(Command::Shutdown(reply)) => {
-                let result = if self.config.release_on_shutdown {
-                    self.step_down_and_release(tenure, "shutting down").await
-                } else {
-                    self.shared.end();
-                    Ok(())
-                };
-                let _ = reply.send(result);
-                Next::Stop
-            }
-            None => {
-                let _ = self.step_down_and_release(tenure, "elector dropped").await;
-                Next::Stop
-            }
-        }
-    }
-
-    /// The next renewal after one sent at `t0`: on a grid of renew periods,
-    /// so every elector of this process with the same period renews at the
-    /// same instants and the store can batch them. It is never later than
-    /// `t0 + renew_period` (sometimes earlier, which is always safe).
-    fn next_renewal(&self, t0: Duration) -> Duration {
-        let period = self.config.renew_period.as_nanos().max(1);
-        let slot = (t0 + self.config.renew_period).as_nanos() / period * period;
-        let next = Duration::from_nanos(slot as u64);
-        if next <= t0 {
-            t0 + self.config.renew_period
-        } else {
-            next
         }
     }
 
@@ -793,13 +773,14 @@ impl Campaign {
         }
         let store = self.store.clone();
         let key = self.config.key.clone();
-        let ttl = self.config.ttl;
+        let ttl = self.timing().ttl;
+        let read_timeout = self.timing().leader_read_timeout;
         let priority = self.config.priority;
         let me = self.config.holder.clone();
         Some(async move {
             // The lease read gives the store's clock for the freshness rule
             // that succession uses: a crashed member must not be handed the lease.
-            let (now_us, members) = tokio::time::timeout(ttl / 4, async {
+            let (now_us, members) = tokio::time::timeout(read_timeout, async {
                 let now_us = store.read(&key).await?.map(|r| r.read_at_us);
                 Ok::<_, Error>((now_us, store.members(&key).await?))
             })
@@ -838,7 +819,7 @@ impl Campaign {
     ) -> Result<()> {
         self.shared.end();
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {reason}");
-        let timeout = self.config.ttl / 2;
+        let timeout = self.timing().handover_timeout;
         let handed =
             tokio::time::timeout(timeout, self.store.hand_over(tenure, &to, window, reason)).await;
         self.leave_after_handing_over().await;
@@ -862,41 +843,29 @@ impl Campaign {
         // The release names our term, so it can never touch a successor's lease.
         let store = self.store.clone();
         let tenure = tenure.clone();
-        let timeout = self.config.ttl;
+        let timeout = self.timing().lost_release_timeout;
         tokio::spawn(async move {
             let _ = tokio::time::timeout(timeout, store.release(&tenure)).await;
         });
         Next::Follow { hold_off: None }
     }
 
-    /// How long a release or hand-over may take before we give up on it (the
-    /// lease then simply expires): short, so shutdown never hangs on a slow store.
-    fn release_timeout(&self) -> Duration {
-        (self.config.ttl / 2).min(Duration::from_secs(2))
-    }
-
     /// Leaves the member list after the lease was freed (followers already skip
     /// the previous holder as successor). Membership stays paused for a moment
     /// (see `hold_off`), or for good on shutdown.
     async fn leave_after_handing_over(&mut self) {
-        self.shared.pause_membership(
-            self.now() + (self.config.poll_period * 3).max(Duration::from_millis(250)),
-        );
+        self.shared
+            .pause_membership(self.now() + self.timing().hold_off);
         let leave = self.store.leave(&self.config.key, &self.config.holder);
-        let _ = tokio::time::timeout(self.leave_timeout(), leave).await;
+        let _ = tokio::time::timeout(self.timing().leave_timeout, leave).await;
         self.left = true;
-    }
-
-    /// Leaving the member list is a courtesy (registrations lapse by themselves).
-    fn leave_timeout(&self) -> Duration {
-        (self.config.ttl / 4).min(Duration::from_secs(1))
     }
 
     /// Local step-down first (no one acts as leader after this), then release.
     async fn step_down_and_release(&mut self, tenure: &Tenure, why: &str) -> Result<()> {
         self.shared.end();
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {why}");
-        let timeout = self.release_timeout();
+        let timeout = self.timing().release_timeout;
         let released = tokio::time::timeout(timeout, self.store.release(tenure)).await;
         self.leave_after_handing_over().await;
         match released {
@@ -929,16 +898,17 @@ impl Drop for Closed {
 
 /// Keeps this candidate registered: one heartbeat per TTL, lapsing after three
 /// missed ones; none while membership is paused after a resignation.
-async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, ttl: Duration) {
+async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing: Timing) {
     loop {
         if !shared.membership_paused() {
-            match tokio::time::timeout(ttl, store.heartbeat(&member, ttl * 3)).await {
+            let heartbeat = store.heartbeat(&member, timing.member_ttl);
+            match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
                 Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
             }
         }
-        let next = shared.clock.now() + jittered(ttl);
+        let next = shared.clock.now() + jittered(timing.heartbeat_period);
         let paused_until = Duration::from_nanos(
             shared
                 .membership_paused_until

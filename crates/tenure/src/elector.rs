@@ -10,166 +10,21 @@ use tokio::task::JoinHandle;
 
 use crate::campaign::{Campaign, Command};
 use crate::clock::{BootClock, SharedClock};
+use crate::config::{Config, Request};
 use crate::error::{Error, Result};
 use crate::leadership::{Leadership, Shared, State};
-use crate::names::{validate_identity, validate_metadata, validate_name};
 use crate::store::{DynStore, ElectionKey, LeaseStore};
-
-/// Smallest TTL accepted. Below this, one slow round trip is the whole lease.
-pub const MIN_TTL: Duration = Duration::from_millis(100);
-/// Largest TTL accepted.
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
-/// Default TTL: a crashed leader is replaced within about this long.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
-/// Default follower poll period, for stores without push. A graceful release is
-/// noticed within about this long; see docs/timing.md for the trade-off.
-pub const DEFAULT_POLL: Duration = Duration::from_millis(80);
-
-/// Validated settings of one elector.
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub key: ElectionKey,
-    pub identity: String,
-    pub holder: String,
-    pub metadata: String,
-    pub ttl: Duration,
-    pub renew_period: Duration,
-    pub retry_period: Duration,
-    pub poll_period: Duration,
-    pub drift: f64,
-    pub min_margin: Duration,
-    pub release_on_shutdown: bool,
-    pub priority: u32,
-    pub handover_window: Duration,
-    pub preempt_after: Option<Duration>,
-    /// How long followers other than the designated successor wait after the
-    /// lease became free before they try (no herd).
-    pub succession_grace: Duration,
-}
 
 /// How long `shutdown()` waits for the store's queued bookkeeping.
 const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Highest priority accepted.
-pub const MAX_PRIORITY: u32 = 1000;
-
-impl Config {
-    /// The local deadline for a write sent at `t0` (DESIGN rule 3):
-    /// `t0 + ttl * (1 - drift) - margin`, where the margin grows with the
-    /// observed round trip but never past a quarter of the TTL.
-    pub fn deadline(&self, t0: Duration, rtt: Duration) -> Duration {
-        let margin = (rtt * 2).max(self.min_margin).min(self.ttl / 4);
-        crate::bugs::stretch_deadline(t0 + self.ttl.mul_f64(1.0 - self.drift) - margin)
-    }
-}
-
-/// The drift bound used unless [`ElectorBuilder::drift`] says otherwise.
-const DEFAULT_DRIFT: f64 = 0.01;
-/// The smallest safety margin subtracted from every local deadline.
-const MIN_MARGIN: Duration = Duration::from_millis(50);
-
-fn check_ttl(ttl: Duration) -> Result<()> {
-    if ttl < MIN_TTL {
-        return Err(Error::config(
-            "ttl",
-            format!("{ttl:?} is too small; the minimum is {MIN_TTL:?} (one slow round trip would use up the whole lease)"),
-        ));
-    }
-    if ttl > MAX_TTL {
-        return Err(Error::config(
-            "ttl",
-            format!("{ttl:?} is too large; the maximum is {MAX_TTL:?}"),
-        ));
-    }
-    Ok(())
-}
-
-fn check_renew_period(ttl: Duration, renew_period: Option<Duration>) -> Result<Duration> {
-    let renew_period = renew_period.unwrap_or(ttl / 3);
-    if renew_period >= ttl / 2 || renew_period.is_zero() {
-        return Err(Error::config(
-            "renew period",
-            format!("{renew_period:?} must be above zero and below ttl/2 = {:?}, so a failed renewal can be retried before the lease expires (default ttl/3)", ttl / 2),
-        ));
-    }
-    Ok(renew_period)
-}
-
-/// Checks, in the order a user reads them, that a TTL, a renew period (`None`:
-/// the default ttl/3) and the time a supervisor needs to stop its work before
-/// the local deadline (`stop_lead`, for `tenure run` its kill grace) fit
-/// together: a renewal sent one renew period after the last, plus a round
-/// trip, must land before the supervisor starts stopping the work at
-/// `deadline - stop_lead`. Otherwise a healthy leader would stop its work and
-/// lose its lease every period.
-///
-/// The deadline is `ttl * (1 - drift) - margin` after a renewal was sent
-/// (default drift 1 %; margin at least 50 ms, at most ttl/4); the round trip
-/// allowance is 50 ms or ttl/10, whichever is smaller.
-///
-/// ```
-/// use std::time::Duration;
-/// let ms = Duration::from_millis;
-/// assert!(tenure::check_supervised_timing(ms(10_000), None, ms(2_500)).is_ok());
-/// // 490 ms renew period + 490 ms kill grace do not fit in a 1 s lease.
-/// let err = tenure::check_supervised_timing(ms(1_000), Some(ms(490)), ms(490)).unwrap_err();
-/// assert!(err.to_string().contains("at most"));
-/// // The TTL is checked first.
-/// let err = tenure::check_supervised_timing(ms(0), None, ms(490)).unwrap_err();
-/// assert!(err.to_string().starts_with("invalid ttl"));
-/// ```
-pub fn check_supervised_timing(
-    ttl: Duration,
-    renew_period: Option<Duration>,
-    stop_lead: Duration,
-) -> Result<()> {
-    check_ttl(ttl)?;
-    let renew_period = check_renew_period(ttl, renew_period)?;
-    let margin = MIN_MARGIN.min(ttl / 4);
-    let round_trip = Duration::from_millis(50).min(ttl / 10);
-    let room = ttl
-        .mul_f64(1.0 - DEFAULT_DRIFT)
-        .saturating_sub(margin + round_trip + renew_period);
-    if stop_lead >= room {
-        let fitting_ttl = (renew_period + stop_lead + Duration::from_millis(100))
-            .mul_f64(1.0 / (1.0 - DEFAULT_DRIFT))
-            .max(MIN_TTL);
-        return Err(Error::config(
-            "kill grace",
-            format!(
-                "{stop_lead:?} does not fit: with ttl {ttl:?} and renew period {renew_period:?}, \
-                 the next renewal may land as late as {:?} after the last, and the local deadline \
-                 ({:?} after it) minus the kill grace must come later; use a kill grace of at most \
-                 {:?}, a shorter renew period, or a ttl of at least {:?}",
-                renew_period + round_trip,
-                ttl.mul_f64(1.0 - DEFAULT_DRIFT).saturating_sub(margin),
-                room.saturating_sub(Duration::from_millis(1)),
-                Duration::from_millis(fitting_ttl.as_millis() as u64 + 1),
-            ),
-        ));
-    }
-    Ok(())
-}
 
 /// Builds an [`Elector`]; see [`Elector::builder`].
 #[derive(Debug)]
 #[must_use = "call .build() to start campaigning"]
 pub struct ElectorBuilder {
     store: DynStore,
-    namespace: String,
-    election: Option<String>,
-    identity: Option<String>,
-    metadata: String,
-    ttl: Duration,
-    renew_period: Option<Duration>,
-    retry_period: Option<Duration>,
-    poll_period: Option<Duration>,
-    drift: f64,
-    release_on_shutdown: bool,
     clock: SharedClock,
-    priority: u32,
-    handover_window: Option<Duration>,
-    preempt_after: Option<Duration>,
+    request: Request,
 }
 
 impl ElectorBuilder {
@@ -177,32 +32,32 @@ impl ElectorBuilder {
     /// the live member with the highest priority (then the longest-serving)
     /// tries first; the others wait a short grace.
     pub fn priority(mut self, priority: u32) -> Self {
-        self.priority = priority;
+        self.request.priority = priority;
         self
     }
 
     /// How long only the target may acquire after a transfer (default: the TTL).
     pub fn handover_window(mut self, window: Duration) -> Self {
-        self.handover_window = Some(window);
+        self.request.handover_window = Some(window);
         self
     }
 
     /// Preemption: once this candidate has led for `stable`, it hands over to
     /// a live member of higher priority (default: never).
     pub fn preempt_after(mut self, stable: Duration) -> Self {
-        self.preempt_after = Some(stable);
+        self.request.preempt_after = Some(stable);
         self
     }
 
     /// The namespace (default `default`).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = namespace.into();
+        self.request.namespace = namespace.into();
         self
     }
 
     /// The election name (required): 1–255 bytes of UTF-8, no control characters.
     pub fn election(mut self, election: impl Into<String>) -> Self {
-        self.election = Some(election.into());
+        self.request.election = Some(election.into());
         self
     }
 
@@ -210,53 +65,53 @@ impl ElectorBuilder {
     /// appended to form the holder id, so two processes with one identity never
     /// share a lease.
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.identity = Some(identity.into());
+        self.request.identity = Some(identity.into());
         self
     }
 
     /// Free text stored with the lease while this candidate leads (e.g. its address).
     pub fn metadata(mut self, metadata: impl Into<String>) -> Self {
-        self.metadata = metadata.into();
+        self.request.metadata = metadata.into();
         self
     }
 
     /// Lease time to live (default 10 s, at least 100 ms): a crashed leader is
     /// replaced about this long after its last renewal.
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
+        self.request.ttl = ttl;
         self
     }
 
     /// How often the leader renews (default ttl/3; must be below ttl/2 so a
     /// failed renewal can be retried before the lease runs out).
     pub fn renew_period(mut self, period: Duration) -> Self {
-        self.renew_period = Some(period);
+        self.request.renew_period = Some(period);
         self
     }
 
     /// How soon a failed store call is retried (default ttl/10 or the renew period, whichever is shorter; jittered).
     pub fn retry_period(mut self, period: Duration) -> Self {
-        self.retry_period = Some(period);
+        self.request.retry_period = Some(period);
         self
     }
 
     /// How often a follower re-reads a held lease to notice a graceful release
     /// (default 80 ms, jittered, never longer than the lease's remaining time).
     pub fn poll_period(mut self, period: Duration) -> Self {
-        self.poll_period = Some(period);
+        self.request.poll_period = Some(period);
         self
     }
 
     /// Bound on the rate difference between this host's clock and the store's
     /// (default 0.01 = 1%). The leader's belief is shortened by this fraction.
     pub fn drift(mut self, drift: f64) -> Self {
-        self.drift = drift;
+        self.request.drift = drift;
         self
     }
 
     /// Release the lease on [`Elector::shutdown`] (default true).
     pub fn release_on_shutdown(mut self, on: bool) -> Self {
-        self.release_on_shutdown = on;
+        self.request.release_on_shutdown = on;
         self
     }
 
@@ -268,84 +123,11 @@ impl ElectorBuilder {
     }
 
     fn validate(&self) -> Result<Config> {
-        let election = self
-            .election
-            .clone()
-            .ok_or_else(|| Error::config("election", "is required; call .election(\"name\")"))?;
-        validate_name("election", &election)?;
-        validate_name("namespace", &self.namespace)?;
-        let identity = self.identity.clone().unwrap_or_else(default_identity);
-        validate_identity(&identity)?;
-        validate_metadata(&self.metadata)?;
-        let ttl = self.ttl;
-        check_ttl(ttl)?;
-        let min_ttl = self.store.capabilities().min_ttl;
-        if ttl < min_ttl {
-            return Err(Error::config(
-                "ttl",
-                format!(
-                    "{ttl:?} is too small for {}: its leases are whole seconds, so the ttl must be at least {min_ttl:?}",
-                    self.store.describe()
-                ),
-            ));
-        }
-        let renew_period = check_renew_period(ttl, self.renew_period)?;
-        // The default never exceeds the renew period: a renew period shorter
-        // than ttl/10 must not make the default invalid.
-        let retry_period = self.retry_period.unwrap_or((ttl / 10).min(renew_period));
-        if retry_period.is_zero() || retry_period > renew_period {
-            return Err(Error::config(
-                "retry period",
-                format!("{retry_period:?} must be above zero and at most the renew period {renew_period:?} (default ttl/10, or the renew period if shorter)"),
-            ));
-        }
-        let poll_period = self.poll_period.unwrap_or(DEFAULT_POLL);
-        if poll_period < Duration::from_millis(5) {
-            return Err(Error::config(
-                "poll period",
-                format!("{poll_period:?} is too small; use at least 5ms"),
-            ));
-        }
-        if !(0.0..0.1).contains(&self.drift) {
-            return Err(Error::config(
-                "drift",
-                format!("{} must be in [0, 0.1) (default 0.01)", self.drift),
-            ));
-        }
-        if self.priority > MAX_PRIORITY {
-            return Err(Error::config(
-                "priority",
-                format!(
-                    "{} is too large; use 0 to {MAX_PRIORITY} (higher wins succession)",
-                    self.priority
-                ),
-            ));
-        }
-        let handover_window = self.handover_window.unwrap_or(ttl);
-        if handover_window.is_zero() || handover_window > MAX_TTL {
-            return Err(Error::config(
-                "handover window",
-                format!("{handover_window:?} must be above zero and at most {MAX_TTL:?}"),
-            ));
-        }
-        let session = random_session();
-        Ok(Config {
-            key: ElectionKey::new(self.namespace.clone(), election),
-            holder: format!("{identity}#{session}"),
-            identity,
-            metadata: self.metadata.clone(),
-            ttl,
-            renew_period,
-            retry_period,
-            poll_period,
-            drift: self.drift,
-            min_margin: MIN_MARGIN,
-            release_on_shutdown: self.release_on_shutdown,
-            priority: self.priority,
-            handover_window,
-            preempt_after: self.preempt_after,
-            succession_grace: poll_period + Duration::from_millis(100),
-        })
+        Config::new(
+            &self.request,
+            &self.store.capabilities(),
+            &self.store.describe(),
+        )
     }
 
     /// Validates the settings and starts campaigning on the current tokio runtime.
@@ -376,21 +158,6 @@ impl ElectorBuilder {
             task: Mutex::new(Some(task)),
         })
     }
-}
-
-fn default_identity() -> String {
-    let host = gethostname::gethostname().to_string_lossy().into_owned();
-    let host = if host.is_empty() {
-        "unknown-host".to_string()
-    } else {
-        host
-    };
-    let host: String = host.chars().filter(|c| !c.is_control()).take(180).collect();
-    format!("{host}-{}", std::process::id())
-}
-
-fn random_session() -> String {
-    format!("{:016x}", rand::random::<u64>())
 }
 
 /// One candidate in one election.
@@ -431,20 +198,8 @@ impl Elector {
     pub fn builder(store: impl Into<DynStoreArg>) -> ElectorBuilder {
         ElectorBuilder {
             store: store.into().0,
-            namespace: "default".into(),
-            election: None,
-            identity: None,
-            metadata: String::new(),
-            ttl: DEFAULT_TTL,
-            renew_period: None,
-            retry_period: None,
-            poll_period: None,
-            drift: DEFAULT_DRIFT,
-            release_on_shutdown: true,
             clock: Arc::new(BootClock),
-            priority: 0,
-            handover_window: None,
-            preempt_after: None,
+            request: Request::default(),
         }
     }
 
@@ -477,7 +232,7 @@ impl Elector {
 
     /// The lease TTL.
     pub fn ttl(&self) -> Duration {
-        self.config.ttl
+        self.config.timing.ttl
     }
 
     /// The store this elector uses.
@@ -619,98 +374,14 @@ impl<S: LeaseStore> From<Arc<S>> for DynStoreArg {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn defaults_fit_the_supervision_budget_at_every_ttl() {
-        for ms in [100, 150, 250, 500, 1_000, 2_000, 10_000, 60_000, 86_400_000] {
-            let ttl = Duration::from_millis(ms);
-            // `tenure run`'s default kill grace: ttl/4, at most 5 s.
-            let grace = (ttl / 4).min(Duration::from_secs(5));
-            check_supervised_timing(ttl, None, grace)
-                .unwrap_or_else(|e| panic!("defaults at ttl {ttl:?}: {e}"));
-        }
-        let ms = Duration::from_millis;
-        let err = check_supervised_timing(ms(1_000), Some(ms(490)), ms(490)).unwrap_err();
-        assert!(err.to_string().contains("at most"), "{err}");
-        // The suggested setting works.
-        check_supervised_timing(ms(1_000), Some(ms(490)), ms(399)).unwrap();
-        assert!(check_supervised_timing(ms(0), None, ms(1))
-            .unwrap_err()
-            .to_string()
-            .starts_with("invalid ttl"));
-        assert!(check_supervised_timing(ms(1_000), Some(ms(600)), ms(1))
-            .unwrap_err()
-            .to_string()
-            .starts_with("invalid renew period"));
-    }
     use crate::store::memory::MemoryStore;
-
-    fn builder() -> ElectorBuilder {
-        Elector::builder(Arc::new(MemoryStore::new())).election("e")
-    }
-
-    #[test]
-    fn settings_are_validated_with_reasons() {
-        let e = builder()
-            .ttl(Duration::from_millis(50))
-            .validate()
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("invalid ttl: 50ms is too small; the minimum is 100ms"),
-            "{e}"
-        );
-        let e = builder()
-            .ttl(Duration::from_secs(1))
-            .renew_period(Duration::from_millis(600))
-            .validate()
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("renew period: 600ms must be above zero and below ttl/2 = 500ms"),
-            "{e}"
-        );
-        let e = Elector::builder(Arc::new(MemoryStore::new()))
-            .validate()
-            .unwrap_err();
-        assert!(e.to_string().contains("election: is required"), "{e}");
-        let e = builder().election("").validate().unwrap_err();
-        assert!(e.to_string().contains("must not be empty"), "{e}");
-        let e = builder().namespace("a\tb").validate().unwrap_err();
-        assert!(e.to_string().contains("invalid namespace"), "{e}");
-        let e = builder()
-            .retry_period(Duration::from_secs(9))
-            .validate()
-            .unwrap_err();
-        assert!(e.to_string().contains("retry period"), "{e}");
-        let e = builder().drift(0.5).validate().unwrap_err();
-        assert!(e.to_string().contains("drift"), "{e}");
-        assert!(e.is_usage());
-    }
 
     #[test]
     fn build_outside_runtime_is_an_error_not_a_panic() {
-        let e = builder().build().unwrap_err();
+        let e = Elector::builder(Arc::new(MemoryStore::new()))
+            .election("e")
+            .build()
+            .unwrap_err();
         assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
-    }
-
-    #[test]
-    fn holder_ids_differ_per_elector_with_same_identity() {
-        let a = builder().identity("svc").validate().unwrap();
-        let b = builder().identity("svc").validate().unwrap();
-        assert_ne!(a.holder, b.holder);
-        assert!(a.holder.starts_with("svc#"));
-    }
-
-    #[test]
-    fn deadline_is_conservative() {
-        let c = builder().ttl(Duration::from_secs(10)).validate().unwrap();
-        let t0 = Duration::from_secs(100);
-        let d = c.deadline(t0, Duration::from_millis(1));
-        assert_eq!(d, t0 + Duration::from_millis(9900 - 50));
-        let d = c.deadline(t0, Duration::from_millis(400));
-        assert_eq!(d, t0 + Duration::from_millis(9900 - 800));
-        let d = c.deadline(t0, Duration::from_secs(100));
-        assert_eq!(d, t0 + Duration::from_millis(9900 - 2500));
     }
 }

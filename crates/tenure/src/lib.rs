@@ -40,6 +40,7 @@ mod bugs;
 pub use bugs::compiled_in as chaos_bugs_compiled_in;
 mod campaign;
 pub mod clock;
+mod config;
 mod elector;
 mod error;
 pub mod handover;
@@ -50,10 +51,10 @@ pub mod store;
 #[cfg(feature = "conformance")]
 pub mod testing;
 
-pub use elector::{
-    check_supervised_timing, DynStoreArg, Elector, ElectorBuilder, DEFAULT_POLL, DEFAULT_TTL,
-    MAX_PRIORITY, MAX_TTL, MIN_TTL,
+pub use config::{
+    check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_TTL,
 };
+pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{Error, Result};
 pub use leadership::{Leadership, State};
 pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
