@@ -198,7 +198,7 @@ impl Campaign {
                     .step_down_handover(
                         tenure,
                         Handover::Anyone,
-                        self.config.handover_window,
+                        self.timing().handover_window,
                         "resign",
                     )
                     .await;
@@ -210,7 +210,7 @@ impl Campaign {
                     .step_down_handover(
                         tenure,
                         Handover::To(identity),
-                        self.config.handover_window,
+                        self.timing().handover_window,
                         "transfer",
                     )
                     .await;
@@ -767,7 +767,7 @@ impl Campaign {
         &self,
         led_since: Duration,
     ) -> Option<impl std::future::Future<Output = Option<String>> + use<>> {
-        let stable = self.config.preempt_after?;
+        let stable = self.timing().preempt_after?;
         if self.now().saturating_sub(led_since) < stable {
             return None;
         }
@@ -802,7 +802,7 @@ impl Campaign {
             .step_down_handover(
                 tenure,
                 Handover::To(identity),
-                self.config.handover_window,
+                self.timing().handover_window,
                 "preempt",
             )
             .await;

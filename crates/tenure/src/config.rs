@@ -80,8 +80,6 @@ pub(crate) struct Config {
     pub metadata: String,
     pub priority: u32,
     pub release_on_shutdown: bool,
-    pub handover_window: Duration,
-    pub preempt_after: Option<Duration>,
     pub timing: Timing,
 }
 
@@ -155,9 +153,11 @@ impl Config {
             metadata: request.metadata.clone(),
             priority: request.priority,
             release_on_shutdown: request.release_on_shutdown,
-            handover_window,
-            preempt_after: request.preempt_after,
-            timing: Timing::new(ttl, renew_period, retry_period, poll_period, request.drift),
+            timing: Timing {
+                handover_window,
+                preempt_after: request.preempt_after,
+                ..Timing::new(ttl, renew_period, retry_period, poll_period, request.drift)
+            },
         })
     }
 }
@@ -178,6 +178,11 @@ pub(crate) struct Timing {
     pub drift: f64,
     /// The smallest margin subtracted from a local deadline.
     pub min_margin: Duration,
+    /// How long only the target may acquire after a transfer or preemption.
+    pub handover_window: Duration,
+    /// How long a tenure lasts before the leader hands over to a live member
+    /// of higher priority; `None`: never.
+    pub preempt_after: Option<Duration>,
     /// How long a follower's store call may take before it counts as failed:
     /// an answer later than ttl/2 could not make us leader for long anyway.
     pub call_budget: Duration,
@@ -242,6 +247,8 @@ impl Timing {
             poll_period,
             drift,
             min_margin: MIN_MARGIN,
+            handover_window: ttl,
+            preempt_after: None,
             call_budget: (ttl / 2).max(Duration::from_millis(50)),
             leader_read_timeout: ttl / 4,
             handover_timeout: ttl / 2,
@@ -555,6 +562,8 @@ mod tests {
             poll_period: MS(80),
             drift: 0.01,
             min_margin: MS(50),
+            handover_window: MS(10_000),
+            preempt_after: None,
             call_budget: MS(5_000),
             leader_read_timeout: MS(2_500),
             handover_timeout: MS(5_000),
