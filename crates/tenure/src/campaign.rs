@@ -58,7 +58,7 @@ fn jittered(period: Duration) -> Duration {
 }
 
 impl Campaign {
-    pub fn new(
+    pub(crate) fn new(
         config: Arc<Config>,
         store: DynStore,
         shared: Arc<Shared>,
@@ -78,7 +78,7 @@ impl Campaign {
         }
     }
 
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         // If the campaign ever panicked, handles must not believe we lead or
         // wait forever: the guard ends leadership and marks the elector closed.
         let guard = Closed(self.shared.clone());

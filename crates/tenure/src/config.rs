@@ -86,7 +86,7 @@ pub(crate) struct Config {
 impl Config {
     /// Checks `request` in the order a user reads the settings (names first,
     /// then the TTL, then what derives from it) against a store with `caps`.
-    pub fn new(request: &Request, caps: &Capabilities, store: &str) -> Result<Self> {
+    pub(crate) fn new(request: &Request, caps: &Capabilities, store: &str) -> Result<Self> {
         let election = request
             .election
             .clone()
@@ -233,7 +233,7 @@ pub(crate) struct Timing {
 
 impl Timing {
     /// Derives every duration from the validated settings.
-    pub fn new(
+    pub(crate) fn new(
         ttl: Duration,
         renew_period: Duration,
         retry_period: Duration,
@@ -271,7 +271,7 @@ impl Timing {
     /// The local deadline for a write sent at `t0` (DESIGN rule 3):
     /// `t0 + ttl * (1 - drift) - margin`, where the margin is twice the
     /// observed round trip `rtt`, at least `min_margin`, at most ttl/4.
-    pub fn deadline(&self, t0: Duration, rtt: Duration) -> Duration {
+    pub(crate) fn deadline(&self, t0: Duration, rtt: Duration) -> Duration {
         let margin = (rtt * 2).max(self.min_margin).min(self.ttl / 4);
         crate::bugs::stretch_deadline(t0 + self.ttl.mul_f64(1.0 - self.drift) - margin)
     }
@@ -280,7 +280,7 @@ impl Timing {
     /// so every elector of this process with the same period renews at the
     /// same instants and the store can batch them. It is never later than
     /// `t0 + renew_period` (sometimes earlier, which is always safe).
-    pub fn next_renewal(&self, t0: Duration) -> Duration {
+    pub(crate) fn next_renewal(&self, t0: Duration) -> Duration {
         let period = self.renew_period.as_nanos().max(1);
         let slot = (t0 + self.renew_period).as_nanos() / period * period;
         let next = Duration::from_nanos(u64::try_from(slot).unwrap_or(u64::MAX));
@@ -296,7 +296,7 @@ impl Timing {
     /// period plus a round trip after the previous one was sent) to the
     /// deadline that previous renewal set. A longer stop lead would make a
     /// healthy leader stop its work every period.
-    pub fn stop_budget(&self) -> Duration {
+    pub(crate) fn stop_budget(&self) -> Duration {
         self.deadline(Duration::ZERO, Duration::ZERO)
             .saturating_sub(self.renew_period + self.round_trip_allowance())
     }

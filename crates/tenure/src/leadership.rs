@@ -56,7 +56,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(clock: SharedClock, key: ElectionKey, holder: String) -> Self {
+    pub(crate) fn new(clock: SharedClock, key: ElectionKey, holder: String) -> Self {
         Self {
             deadline_ns: AtomicU64::new(0),
             term: AtomicU64::new(0),
@@ -70,7 +70,7 @@ impl Shared {
         }
     }
 
-    pub fn is_leader(&self) -> bool {
+    pub(crate) fn is_leader(&self) -> bool {
         let deadline = self.deadline_ns.load(Ordering::Acquire);
         deadline != 0 && (self.clock.now().as_nanos() as u64) < deadline
     }
@@ -78,7 +78,7 @@ impl Shared {
     /// Records a (re)newed tenure. The atomics come first so `is_leader()` is
     /// never true for a term the watchers have not been told about yet... and
     /// never true after `end` cleared them.
-    pub fn lead(&self, term: u64, deadline: Duration) {
+    pub(crate) fn lead(&self, term: u64, deadline: Duration) {
         self.term.store(term, Ordering::Release);
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
@@ -88,7 +88,7 @@ impl Shared {
     }
 
     /// Ends the tenure locally: first the cheap flag, then the watchers.
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.deadline_ns.store(0, Ordering::Release);
         self.current.send_replace(None);
         self.state.send_if_modified(|s| match s {
@@ -100,21 +100,21 @@ impl Shared {
         });
     }
 
-    pub fn pause_membership(&self, until: Duration) {
+    pub(crate) fn pause_membership(&self, until: Duration) {
         self.membership_paused_until
             .store(until.as_nanos() as u64, Ordering::Release);
     }
 
-    pub fn membership_paused(&self) -> bool {
+    pub(crate) fn membership_paused(&self) -> bool {
         (self.clock.now().as_nanos() as u64) < self.membership_paused_until.load(Ordering::Acquire)
     }
 
-    pub fn publish(&self, state: State) {
+    pub(crate) fn publish(&self, state: State) {
         self.state
             .send_if_modified(|s| replace_if_changed(s, state));
     }
 
-    pub fn leadership(&self) -> Option<Leadership> {
+    pub(crate) fn leadership(&self) -> Option<Leadership> {
         let current = (*self.current.borrow())?;
         if self.clock.now() >= current.deadline {
             return None;

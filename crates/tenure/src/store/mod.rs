@@ -245,7 +245,7 @@ pub fn identity_of(holder: &str) -> &str {
 mod duration_ms {
     use std::time::Duration;
 
-    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64() * 1000.0)
     }
 }

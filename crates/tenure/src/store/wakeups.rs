@@ -20,7 +20,7 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             tx: Arc::new(broadcast::channel(1024).0),
             started: Mutex::new(false),
@@ -29,7 +29,7 @@ impl Wakeups {
 
     /// A new subscriber; the first call spawns `listen` on the current tokio
     /// runtime. `None` outside a runtime (callers then poll).
-    pub fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>
+    pub(super) fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>
     where
         F: FnOnce(Weak<Sender>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,

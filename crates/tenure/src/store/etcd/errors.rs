@@ -51,16 +51,16 @@ pub(super) fn map_client_error(store: &str, e: etcd_client::Error) -> Error {
 
 /// gRPC status codes (as numbers, so we need not depend on tonic directly).
 pub(super) mod tonic_code {
-    pub const CANCELLED: i32 = 1;
-    pub const UNKNOWN: i32 = 2;
-    pub const INVALID_ARGUMENT: i32 = 3;
-    pub const DEADLINE_EXCEEDED: i32 = 4;
-    pub const PERMISSION_DENIED: i32 = 7;
-    pub const RESOURCE_EXHAUSTED: i32 = 8;
-    pub const FAILED_PRECONDITION: i32 = 9;
-    pub const ABORTED: i32 = 10;
-    pub const UNAVAILABLE: i32 = 14;
-    pub const UNAUTHENTICATED: i32 = 16;
+    pub(crate) const CANCELLED: i32 = 1;
+    pub(crate) const UNKNOWN: i32 = 2;
+    pub(crate) const INVALID_ARGUMENT: i32 = 3;
+    pub(crate) const DEADLINE_EXCEEDED: i32 = 4;
+    pub(crate) const PERMISSION_DENIED: i32 = 7;
+    pub(crate) const RESOURCE_EXHAUSTED: i32 = 8;
+    pub(crate) const FAILED_PRECONDITION: i32 = 9;
+    pub(crate) const ABORTED: i32 = 10;
+    pub(crate) const UNAVAILABLE: i32 = 14;
+    pub(crate) const UNAUTHENTICATED: i32 = 16;
 }
 
 impl Inner {

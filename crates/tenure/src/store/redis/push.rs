@@ -20,7 +20,7 @@ pub(super) struct PushHub {
 }
 
 impl PushHub {
-    pub fn new(client: redis::Client, channel: String) -> Self {
+    pub(super) fn new(client: redis::Client, channel: String) -> Self {
         Self {
             client,
             channel,
@@ -28,7 +28,7 @@ impl PushHub {
         }
     }
 
-    pub fn subscribe(&self) -> Option<Changes> {
+    pub(super) fn subscribe(&self) -> Option<Changes> {
         let (client, channel) = (self.client.clone(), self.channel.clone());
         self.wakeups.subscribe(|tx| listen(client, channel, tx))
     }

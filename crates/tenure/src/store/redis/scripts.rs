@@ -26,7 +26,7 @@ pub(super) struct Scripts {
 }
 
 impl Scripts {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             acquire: script(include_str!("lua/acquire.lua")),
             renew: script(include_str!("lua/renew.lua")),
