@@ -46,6 +46,9 @@ struct LeaseConn {
     last: Option<(u64, std::result::Result<Kept, String>)>,
     /// When the last round that found the lease alive was sent (or granted).
     alive_at: Option<(i64, Instant)>,
+    /// When the answer of that round arrived: etcd counts the TTL from when
+    /// it handled the round, which is before this.
+    answered_at: Option<Instant>,
     /// A round sent its keep-alive and has not read the answer yet. Still set
     /// when the next round starts, the caller gave up mid-round: the stream
     /// then holds an answer to an older send and must not be read.
@@ -95,9 +98,10 @@ impl ProcessLease {
         loop {
             let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
             let sent_at = Instant::now();
-            let result = Self::round(&mut conn, client).await;
+            let result = Self::round(&mut conn, client, self.secs).await;
             if let Ok(Kept::Alive(id)) = &result {
                 conn.alive_at = Some((*id, sent_at));
+                conn.answered_at = Some(Instant::now());
             }
             if result.is_err() {
                 // A late answer on this stream would belong to this round:
@@ -118,10 +122,28 @@ impl ProcessLease {
         }
     }
 
-    async fn round(conn: &mut LeaseConn, client: &Client) -> std::result::Result<Kept, String> {
+    async fn round(
+        conn: &mut LeaseConn,
+        client: &Client,
+        secs: i64,
+    ) -> std::result::Result<Kept, String> {
         let Some(id) = conn.id else {
             return Ok(Kept::Expired);
         };
+        let ttl = Duration::from_secs(u64::try_from(secs).unwrap_or(u64::MAX));
+        if conn.answered_at.is_some_and(|at| at.elapsed() >= ttl) {
+            // Not kept alive for a whole TTL since etcd last renewed it: it
+            // has expired. Asking would cost up to ~0.5 s: etcd answers a
+            // keep-alive of an expired lease only once its lessor has revoked
+            // it (a sweep every 500 ms), and the designated successor's
+            // acquisition then outlasted the succession grace (a herd of 20).
+            // A lease still alive by some etcd-side extension (a leader
+            // change) is harmless to abandon: no tenure of ours can still be
+            // within its deadline on it, and it expires by itself.
+            conn.id = None;
+            conn.stream = None;
+            return Ok(Kept::Expired);
+        }
         if std::mem::take(&mut conn.in_round) {
             conn.stream = None;
         }
@@ -212,6 +234,7 @@ impl ProcessLease {
         conn.stream = None;
         conn.last = Some((round, Ok(Kept::Alive(granted.id()))));
         conn.alive_at = Some((granted.id(), sent_at));
+        conn.answered_at = Some(Instant::now());
         tracing::debug!(store = %store.described, lease = granted.id(), ttl = granted.ttl(), "granted an etcd lease");
         Ok(granted.id())
     }
