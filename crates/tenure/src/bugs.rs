@@ -73,11 +73,10 @@ pub(crate) fn stretch_deadline(deadline: std::time::Duration) -> std::time::Dura
     }
 }
 
-/// The placeholder the wall-clock bug puts where the store's clock belongs.
-pub(crate) const CLIENT_NOW: &str = "/*client_now*/0";
-
-/// Replaces [`CLIENT_NOW`] with this host's wall clock in microseconds.
-pub(crate) fn with_client_now(sql: &str) -> std::borrow::Cow<'_, str> {
+/// The wall-clock bug's rewrite: `server_now`, the expression that reads the
+/// store's clock, replaced in `sql` by this host's wall clock in microseconds.
+/// Borrows `sql` unchanged unless that bug is active.
+pub(crate) fn with_client_now<'a>(sql: &'a str, server_now: &str) -> std::borrow::Cow<'a, str> {
     if !active(Bug::WallClock) {
         return std::borrow::Cow::Borrowed(sql);
     }
@@ -85,5 +84,5 @@ pub(crate) fn with_client_now(sql: &str) -> std::borrow::Cow<'_, str> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0);
-    std::borrow::Cow::Owned(sql.replace(CLIENT_NOW, &now.to_string()))
+    std::borrow::Cow::Owned(sql.replace(server_now, &now.to_string()))
 }

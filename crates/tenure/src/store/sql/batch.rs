@@ -15,8 +15,9 @@ use std::time::Duration;
 use sqlx::{AnyPool, Row};
 use tokio::sync::oneshot;
 
+use super::dialect::Dialect;
 use super::errors::map_err;
-use super::{duration_us, term_i64, Dialect};
+use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
 use crate::store::Tenure;
 
@@ -58,7 +59,7 @@ impl std::fmt::Debug for Batcher {
 }
 
 impl Batcher {
-    pub fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
+    pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
         Arc::new(Self {
             queue: Mutex::new(Queue::default()),
             scheduled: AtomicBool::new(false),
@@ -72,16 +73,16 @@ impl Batcher {
     }
 
     /// Renewal statements sent so far (batched and single).
-    pub fn statements(&self) -> u64 {
+    pub(super) fn statements(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)
     }
 
-    pub fn count_statement(&self) {
+    pub(super) fn count_statement(&self) {
         self.statements.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Queues a renewal and waits for the batch it joins.
-    pub async fn renew(self: &Arc<Self>, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+    pub(super) async fn renew(self: &Arc<Self>, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         let (tx, rx) = oneshot::channel();
         {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -115,7 +116,9 @@ impl Batcher {
     }
 
     /// The renewal's condition for `n` leases: held by that holder under
-    /// that term, unexpired by the store's clock, no hand-over requested.
+    /// that term, unexpired by the store's clock, no hand-over requested (a
+    /// pending hand-over request makes the renewal fail, so the leader steps
+    /// down).
     fn condition(n: usize) -> String {
         let tuples = vec!["(?, ?, ?, ?)"; n].join(", ");
         format!("(namespace, election, holder, term) IN ({tuples}) AND expires_us > {{now}} AND handover_to = ''")
@@ -185,6 +188,7 @@ impl Batcher {
 
     async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
         let sql = self.sql(pending.len());
+        let sql = sent(self.dialect, &sql);
         let q = Self::bind_tenures(sqlx::query(&sql).bind(ttl_us).bind(ttl_us), &pending);
         self.count_statement();
         if self.dialect.has_update_returning() {
@@ -205,6 +209,7 @@ impl Batcher {
             }
             Ok(_) => {
                 let read = self.renewed_sql(pending.len());
+                let read = sent(self.dialect, &read);
                 self.count_statement();
                 let rows = Self::bind_tenures(sqlx::query(&read), &pending)
                     .fetch_all(&self.pool)

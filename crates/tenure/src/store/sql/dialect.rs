@@ -6,7 +6,7 @@
 
 /// Which server answers a `mysql://` URL; they spell binary NO PAD collations differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ServerKind {
+pub(super) enum ServerKind {
     /// MariaDB.
     MariaDb,
     /// MySQL, or any server that is not MariaDB.
@@ -15,7 +15,7 @@ pub enum ServerKind {
 
 /// Which SQL database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
+pub(super) enum Dialect {
     /// SQLite 3.42 or newer (bundled with sqlx).
     Sqlite,
     /// MySQL 8 or MariaDB 10.5 or newer.
@@ -34,7 +34,7 @@ impl Dialect {
     /// - PostgreSQL: `clock_timestamp()` is the real time even inside a long
     ///   transaction; it is read once per statement through a CTE (see
     ///   [`Dialect::with_now`]) because it changes between calls.
-    fn now_expr(self) -> &'static str {
+    pub(super) fn now_expr(self) -> &'static str {
         match self {
             Dialect::Sqlite => "(CAST(ROUND(unixepoch('subsec') * 1000.0) AS INTEGER) * 1000)",
             Dialect::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
@@ -53,7 +53,7 @@ impl Dialect {
     }
 
     /// Whether `UPDATE ... RETURNING` exists (MySQL and MariaDB lack it).
-    pub fn has_update_returning(self) -> bool {
+    pub(super) fn has_update_returning(self) -> bool {
         !matches!(self, Dialect::MySql)
     }
 
@@ -78,10 +78,10 @@ impl Dialect {
     }
 
     fn finish(self, sql: String) -> String {
-        use crate::bugs::{active, Bug, CLIENT_NOW};
-        let now = if active(Bug::WallClock) {
-            CLIENT_NOW.to_string()
-        } else if active(Bug::WholeSeconds) {
+        use crate::bugs::{active, Bug};
+        // The whole-seconds bug's one hook: every statement reads the clock
+        // through this spelling of `{now}`.
+        let now = if active(Bug::WholeSeconds) {
             match self {
                 Dialect::MySql => format!("(({}) DIV 1000000 * 1000000)", self.now_expr()),
                 _ => format!("(({}) / 1000000 * 1000000)", self.now_expr()),
@@ -93,7 +93,13 @@ impl Dialect {
     }
 
     /// `UPDATE table SET set WHERE where [RETURNING returning]`.
-    pub fn update(self, table: &str, set: &str, filter: &str, returning: Option<&str>) -> String {
+    pub(super) fn update(
+        self,
+        table: &str,
+        set: &str,
+        filter: &str,
+        returning: Option<&str>,
+    ) -> String {
         let (from, ret) = match (self, returning) {
             (Dialect::Postgres, Some(r)) => (" FROM c", format!(" RETURNING {r}")),
             (Dialect::Postgres, None) => (" FROM c", String::new()),
@@ -107,7 +113,7 @@ impl Dialect {
     }
 
     /// `SELECT columns FROM table WHERE filter [suffix]`, with `{now}` available.
-    pub fn select(self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
+    pub(super) fn select(self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
         let from = match self {
             Dialect::Postgres => format!("{table}, c"),
             _ => table.to_string(),
@@ -120,7 +126,7 @@ impl Dialect {
 
     /// Inserts a vacant row for an election unless it exists. Not a decision: the
     /// conditional UPDATE that follows decides who acquires.
-    pub fn insert_vacant(self, table: &str) -> String {
+    pub(super) fn insert_vacant(self, table: &str) -> String {
         let sql = match self {
             Dialect::MySql => format!(
                 "INSERT INTO {table} (namespace, election) VALUES (?, ?) ON DUPLICATE KEY UPDATE namespace = namespace"
@@ -133,7 +139,7 @@ impl Dialect {
     }
 
     /// Inserts the schema-version row unless present.
-    pub fn insert_schema_version(self, table: &str, version: i64) -> String {
+    pub(super) fn insert_schema_version(self, table: &str, version: i64) -> String {
         match self {
             Dialect::MySql => format!(
                 "INSERT INTO {table} (component, version) VALUES ('tenure', {version}) ON DUPLICATE KEY UPDATE component = component"
@@ -145,12 +151,12 @@ impl Dialect {
     }
 
     /// Plain statement with `?` placeholders adapted.
-    pub fn plain(self, sql: String) -> String {
+    pub(super) fn plain(self, sql: String) -> String {
         self.finish(sql)
     }
 
     /// The kind of server this dialect talks to, for messages.
-    pub fn server_name(self) -> &'static str {
+    pub(super) fn server_name(self) -> &'static str {
         match self {
             Dialect::Sqlite => "SQLite",
             Dialect::MySql => "MySQL/MariaDB",
@@ -161,7 +167,7 @@ impl Dialect {
     /// Starts a transaction that takes the write lock at once. SQLite's default
     /// deferred BEGIN would upgrade a read lock later and can fail with
     /// SQLITE_BUSY without waiting; IMMEDIATE waits for the busy timeout instead.
-    pub fn begin_write(self) -> &'static str {
+    pub(super) fn begin_write(self) -> &'static str {
         match self {
             Dialect::Sqlite => "BEGIN IMMEDIATE",
             Dialect::MySql => "START TRANSACTION",
@@ -170,7 +176,7 @@ impl Dialect {
     }
 
     /// Row-lock suffix for a fencing read.
-    pub fn for_update(self) -> &'static str {
+    pub(super) fn for_update(self) -> &'static str {
         match self {
             // BEGIN IMMEDIATE already holds the database's write lock.
             Dialect::Sqlite => "",
@@ -202,7 +208,7 @@ impl Dialect {
     }
 
     /// The DDL of schema version 1: the schema-version table and the lease table.
-    pub fn schema_v1(self, prefix: &str, server: ServerKind) -> Vec<String> {
+    pub(super) fn schema_v1(self, prefix: &str, server: ServerKind) -> Vec<String> {
         let (key, text, int, opts) = self.types(server);
         vec![
             format!(
@@ -230,7 +236,7 @@ impl Dialect {
 
 impl Dialect {
     /// Schema version 2: members, history, and hand-over columns on the lease.
-    pub fn schema_v2(self, prefix: &str, server: ServerKind) -> Vec<String> {
+    pub(super) fn schema_v2(self, prefix: &str, server: ServerKind) -> Vec<String> {
         let (key, text, int, opts) = self.types(server);
         let add = |col: &str, ty: &str, default: &str| {
             format!("ALTER TABLE {prefix}leases ADD COLUMN {col} {ty} NOT NULL DEFAULT {default}")
@@ -275,7 +281,7 @@ impl Dialect {
     }
 
     /// Upsert of a member's heartbeat: joins keep `joined_us`.
-    pub fn upsert_member(self, table: &str) -> String {
+    pub(super) fn upsert_member(self, table: &str) -> String {
         let cols = "(namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us)";
         let vals = "(?, ?, ?, ?, ?, ?, {now}, {now}, {now} + ?)";
         let sql = match self {
@@ -302,7 +308,7 @@ impl Dialect {
     }
 
     /// `INSERT ... ` of a history row, ignoring a duplicate term.
-    pub fn insert_history(self, table: &str) -> String {
+    pub(super) fn insert_history(self, table: &str) -> String {
         let cols = "(namespace, election, term, holder, start_reason, start_us)";
         let sql = match self {
             Dialect::MySql => format!(
@@ -314,7 +320,7 @@ impl Dialect {
     }
 
     /// `DELETE FROM table WHERE filter`, with `{now}` available.
-    pub fn delete(self, table: &str, filter: &str) -> String {
+    pub(super) fn delete(self, table: &str, filter: &str) -> String {
         let sql = match self {
             Dialect::Postgres => format!(
                 "{}DELETE FROM {table} USING c WHERE {filter}",

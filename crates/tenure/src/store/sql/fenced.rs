@@ -11,7 +11,8 @@ use sqlx::any::Any;
 use sqlx::pool::PoolConnection;
 use sqlx::{AnyConnection, Executor};
 
-use super::{term_i64, SqlStore};
+use super::statements::{sent, term_i64};
+use super::SqlStore;
 use crate::error::{Error, Result};
 use crate::store::Tenure;
 
@@ -53,7 +54,7 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         .execute(store.dialect.begin_write())
         .await
         .map_err(|e| store.wrap(e))?;
-    let held = sqlx::query(&store.statements.fence)
+    let held = sqlx::query(&sent(store.dialect, &store.statements.fence))
         .bind(tenure.key.namespace.as_str())
         .bind(tenure.key.election.as_str())
         .bind(tenure.holder.as_str())

@@ -24,7 +24,7 @@ pub(super) struct PushHub {
 }
 
 impl PushHub {
-    pub fn new(url: String, prefix: &str) -> Self {
+    pub(super) fn new(url: String, prefix: &str) -> Self {
         Self {
             url,
             channel: format!("{prefix}changes"),
@@ -32,12 +32,12 @@ impl PushHub {
         }
     }
 
-    pub fn subscribe(&self) -> Option<Changes> {
+    pub(super) fn subscribe(&self) -> Option<Changes> {
         let (url, channel) = (self.url.clone(), self.channel.clone());
         self.wakeups.subscribe(|tx| listen(url, channel, tx))
     }
 
-    pub async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
+    pub(super) async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
         let payload = format!("{}{SEP}{}", key.namespace, key.election);
         let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(self.channel.as_str())

@@ -6,11 +6,11 @@
 
 use sqlx::{AnyPool, Executor, Row};
 
+use super::dialect::Dialect;
 use super::dialect::ServerKind;
 use super::errors::{
     create_denied, is_duplicate_column, is_missing_table, is_permission_error, map_err,
 };
-use super::Dialect;
 use crate::error::{Error, Result};
 
 /// The schema version this build creates and understands.

@@ -1,0 +1,156 @@
+//! The queue of what follows a decided change: notifications and history rows,
+//! written in order by one task per store, off the caller's path, and
+//! [`SqlStore::flush_after`], which waits for it.
+
+use sqlx::AnyPool;
+
+use super::dialect::Dialect;
+#[cfg(feature = "postgres")]
+use super::push;
+use super::statements::{sent, term_i64, Statements};
+use super::SqlStore;
+use crate::store::{ElectionKey, LeaseRecord, Tenure};
+
+impl SqlStore {
+    fn after(&self) -> After {
+        After {
+            pool: self.pool.clone(),
+            dialect: self.dialect,
+            statements: self.statements.clone(),
+            #[cfg(feature = "postgres")]
+            push: self.push.clone(),
+            history_retention: self.history_retention,
+        }
+    }
+
+    /// Tells listening followers and observers that `key` changed, now.
+    pub(super) async fn notify(&self, key: &ElectionKey) {
+        self.after().notify(key).await
+    }
+
+    /// Queues the notification and history writes of a decided change. One
+    /// worker per store runs them in order (a term's start is written before
+    /// its end), off the caller's path: a new leader need not wait for them.
+    pub(super) fn after_change(&self, job: AfterJob) {
+        let tx = self.after_queue.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AfterJob>();
+            let after = self.after();
+            tokio::spawn(async move {
+                while let Some(job) = rx.recv().await {
+                    match job {
+                        AfterJob::Start(rec) => {
+                            after.notify(&rec.key).await;
+                            after.record_start(&rec).await;
+                        }
+                        AfterJob::Close(tenure, reason) => {
+                            after.close_history_now(&tenure, &reason).await;
+                        }
+                        AfterJob::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            });
+            tx
+        });
+        let _ = tx.send(job);
+    }
+
+    /// Waits until every change queued so far has been written.
+    pub(super) async fn flush_after(&self) {
+        if self.after_queue.get().is_none() {
+            return;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.after_change(AfterJob::Flush(tx));
+        let _ = rx.await;
+    }
+}
+
+/// Work that follows a decided change; see [`SqlStore::after_change`].
+pub(super) enum AfterJob {
+    Start(LeaseRecord),
+    Close(Tenure, String),
+    /// Answered once every job queued before it is done.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// What happens after a change has been decided: notifications and history,
+/// done by a task of its own so that the caller does not wait for them.
+#[derive(Clone)]
+struct After {
+    pool: AnyPool,
+    dialect: Dialect,
+    statements: std::sync::Arc<Statements>,
+    #[cfg(feature = "postgres")]
+    push: Option<std::sync::Arc<push::PushHub>>,
+    history_retention: u64,
+}
+
+impl After {
+    /// Records the start of a term in the history, and the end of the previous
+    /// one if it expired (a release or hand-over closed it already). Best
+    /// effort: the history is for people, leadership does not depend on it.
+    async fn record_start(&self, rec: &LeaseRecord) {
+        let holder = rec.holder.clone().unwrap_or_default();
+        let inserted = sqlx::query(&sent(self.dialect, &self.statements.insert_history))
+            .bind(rec.key.namespace.as_str())
+            .bind(rec.key.election.as_str())
+            .bind(term_i64(rec.term))
+            .bind(holder)
+            .bind(rec.start_reason.as_str())
+            .bind(rec.acquired_at_us)
+            .execute(&self.pool)
+            .await;
+        if let Err(e) = inserted {
+            tracing::debug!("recording history failed: {e}");
+        }
+        if rec.previous_holder.is_some() && rec.term > 1 {
+            let closed = sqlx::query(&sent(self.dialect, &self.statements.close_history_at))
+                .bind(rec.previous_expires_at_us)
+                .bind("expired")
+                .bind(rec.key.namespace.as_str())
+                .bind(rec.key.election.as_str())
+                .bind(term_i64(rec.term - 1))
+                .execute(&self.pool)
+                .await;
+            if let Err(e) = closed {
+                tracing::debug!("recording history failed: {e}");
+            }
+        }
+        // Trim now and then, not on every acquisition.
+        let keep = self.history_retention;
+        if rec.term % 16 == 0 && rec.term > keep {
+            let _ = sqlx::query(&sent(self.dialect, &self.statements.trim_history))
+                .bind(rec.key.namespace.as_str())
+                .bind(rec.key.election.as_str())
+                .bind(term_i64(rec.term - keep))
+                .execute(&self.pool)
+                .await;
+        }
+    }
+
+    async fn close_history_now(&self, tenure: &Tenure, reason: &str) {
+        let closed = sqlx::query(&sent(self.dialect, &self.statements.close_history_now))
+            .bind(reason)
+            .bind(tenure.key.namespace.as_str())
+            .bind(tenure.key.election.as_str())
+            .bind(term_i64(tenure.term))
+            .execute(&self.pool)
+            .await;
+        if let Err(e) = closed {
+            tracing::debug!("recording history failed: {e}");
+        }
+    }
+
+    /// Tells listening followers and observers that `key` changed (PostgreSQL).
+    /// Best effort: a lost notification only delays them to their next poll.
+    async fn notify(&self, key: &ElectionKey) {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            hub.notify(&self.pool, key).await;
+        }
+        #[cfg(not(feature = "postgres"))]
+        let _ = key;
+    }
+}

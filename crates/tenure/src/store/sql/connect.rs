@@ -1,0 +1,215 @@
+//! Connecting: URL schemes, the pool and its options, SQLite's pragmas, and
+//! the probe that says why a server cannot be reached. TLS parameters are
+//! checked in `tls.rs`.
+
+use std::str::FromStr;
+use std::sync::Once;
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::ConnectOptions;
+
+use super::dialect::Dialect;
+#[cfg(feature = "postgres")]
+use super::push;
+use super::statements::Statements;
+#[cfg(feature = "tls")]
+use super::tls;
+use super::{batch, SqlStore};
+use crate::error::{Error, Result};
+use crate::names::validate_table_prefix;
+use crate::store::{redact_url, StoreOptions};
+
+fn install_drivers() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // An application may have installed its own set already; then connecting
+        // fails with sqlx's "no driver" error for schemes it left out, which we
+        // report. Installing twice is not worth a panic.
+        let _ = sqlx::any::install_drivers(&[
+            #[cfg(feature = "sqlite")]
+            sqlx::sqlite::any::DRIVER,
+            #[cfg(feature = "mysql")]
+            sqlx::mysql::any::DRIVER,
+            #[cfg(feature = "postgres")]
+            sqlx::postgres::any::DRIVER,
+        ]);
+    });
+}
+
+impl SqlStore {
+    /// Connects to the database at `url`, checks the schema and creates it if
+    /// `options.auto_migrate` is set and the tables are missing.
+    ///
+    /// Schemes: `sqlite://path` (created if missing), `mysql://`, `mariadb://`,
+    /// `postgres://`, `postgresql://`.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
+        let store = Self::connect_lazy(url, options)?;
+        store.probe(url, options.connect_timeout).await?;
+        store.prepare_schema(options.auto_migrate).await?;
+        Ok(store)
+    }
+
+    /// Opens one connection outside the pool: the pool would retry a refused
+    /// connection until its timeout and report only "timed out", hiding the
+    /// cause (refused, unknown host, bad password) that the user needs to see.
+    async fn probe(&self, url: &str, timeout: Duration) -> Result<()> {
+        use sqlx::Connection;
+        let (_, driver_url) = parse_url(url)?;
+        let dialect = self.dialect;
+        let probe = async move {
+            let mut conn = sqlx::AnyConnection::connect(&driver_url).await?;
+            if dialect == Dialect::Sqlite {
+                // SQLite opens any file lazily; reading the catalogue is what
+                // finds out that it is not a database, once, here, instead of
+                // failing every pooled connection until the pool times out.
+                // Another process may be creating the tables right now: wait
+                // for its lock as the pool's connections do.
+                sqlx::query("PRAGMA busy_timeout = 5000")
+                    .execute(&mut conn)
+                    .await?;
+                sqlx::query("SELECT count(*) FROM sqlite_master")
+                    .fetch_one(&mut conn)
+                    .await?;
+            }
+            Ok::<_, sqlx::Error>(conn)
+        };
+        match tokio::time::timeout(timeout, probe).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+                Ok(())
+            }
+            // Another kind of server on that port answers the handshake with
+            // something the driver cannot read.
+            Ok(Err(e @ sqlx::Error::Protocol(_))) => Err(Error::Protocol {
+                store: self.described.clone(),
+                reason: format!(
+                    "{e}; is this a {} server? (check the port in the URL)",
+                    self.dialect.server_name()
+                ),
+            }),
+            Ok(Err(e)) => Err(self.wrap(e)),
+            Err(_) => Err(Error::Unavailable {
+                store: self.described.clone(),
+                reason: format!(
+                    "no answer within {timeout:?} (is the host reachable, and is it a {} server on that port?)",
+                    self.dialect.server_name()
+                ),
+            }),
+        }
+    }
+
+    /// Builds the store without touching the database; the first operation connects.
+    /// No schema check happens; use [`SqlStore::migrate`] or [`SqlStore::connect`].
+    pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self> {
+        validate_table_prefix(&options.table_prefix)?;
+        let (dialect, driver_url) = parse_url(url)?;
+        install_drivers();
+        let described = redact_url(url);
+        #[cfg(feature = "tls")]
+        if let Some(params) = tls::TlsParams::parse(url) {
+            params.check(&described)?;
+        }
+        let pool = pool_options(dialect, options);
+        let bad_url = |e: sqlx::Error| Error::InvalidUrl {
+            url: described.clone(),
+            reason: e.to_string(),
+        };
+        // Statement logging would print every renewal and, on a slow store, warn
+        // once per renewal; the elector reports what matters itself.
+        let connect_options = sqlx::any::AnyConnectOptions::from_str(&driver_url)
+            .map_err(bad_url)?
+            .log_statements(log::LevelFilter::Off)
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
+        let pool = pool.connect_lazy_with(connect_options);
+        Ok(Self {
+            history_retention: options.history_retention.max(1),
+            after_queue: std::sync::OnceLock::new(),
+            batcher: batch::Batcher::new(
+                pool.clone(),
+                dialect,
+                &options.table_prefix,
+                described.clone(),
+            ),
+            pool,
+            dialect,
+            statements: std::sync::Arc::new(Statements::new(dialect, &options.table_prefix)),
+            prefix: options.table_prefix.clone(),
+            #[cfg(feature = "postgres")]
+            push: (dialect == Dialect::Postgres).then(|| {
+                std::sync::Arc::new(push::PushHub::new(
+                    driver_url.clone(),
+                    &options.table_prefix,
+                ))
+            }),
+            described,
+        })
+    }
+}
+
+/// The pool's options; on SQLite, every new connection's pragmas.
+fn pool_options(dialect: Dialect, options: &StoreOptions) -> AnyPoolOptions {
+    let mut pool = AnyPoolOptions::new()
+        .max_connections(options.max_connections.max(1))
+        .min_connections(0)
+        .acquire_timeout(options.connect_timeout)
+        // A broken connection shows up as an error on the next statement and
+        // the elector retries; pinging before every statement would double
+        // every round trip.
+        .test_before_acquire(false)
+        .idle_timeout(Some(Duration::from_secs(60)));
+    if dialect == Dialect::Sqlite {
+        pool = pool.after_connect(|conn, _meta| {
+            Box::pin(async move {
+                use sqlx::Executor;
+                // WAL lets readers run beside the one writer; synchronous=FULL
+                // because a lost commit could hand out a term twice after a
+                // power cut; busy_timeout makes writers of other processes wait
+                // instead of failing.
+                conn.execute("PRAGMA busy_timeout = 5000").await?;
+                // Fails on a read-only file; reading still works there, and
+                // any write reports the read-only error itself.
+                if let Err(e) = conn.execute("PRAGMA journal_mode = WAL").await {
+                    tracing::debug!("cannot switch SQLite to WAL: {e}");
+                }
+                conn.execute("PRAGMA synchronous = FULL").await?;
+                Ok(())
+            })
+        });
+    }
+    pool
+}
+
+/// The dialect a URL names, and the URL to give the sqlx driver.
+fn parse_url(url: &str) -> Result<(Dialect, String)> {
+    let bad = |reason: &str| Error::InvalidUrl {
+        url: redact_url(url),
+        reason: reason.to_string(),
+    };
+    let (scheme, rest) = url
+        .split_once(':')
+        .ok_or_else(|| bad("missing scheme; expected e.g. sqlite://tenure.db"))?;
+    match scheme.to_ascii_lowercase().as_str() {
+        "sqlite" => {
+            let path = rest.trim_start_matches("//");
+            if path.is_empty() || path.starts_with(":memory:") || path.contains("mode=memory") {
+                return Err(bad(
+                    "an in-memory SQLite database is private to one connection; use a file path (sqlite://tenure.db) or memory:// for a single process",
+                ));
+            }
+            let sep = if rest.contains('?') { '&' } else { '?' };
+            let driver_url = if rest.contains("mode=") {
+                url.to_string()
+            } else {
+                format!("{url}{sep}mode=rwc")
+            };
+            Ok((Dialect::Sqlite, driver_url))
+        }
+        "mysql" => Ok((Dialect::MySql, url.to_string())),
+        "mariadb" => Ok((Dialect::MySql, format!("mysql:{rest}"))),
+        "postgres" | "postgresql" => Ok((Dialect::Postgres, format!("postgres:{rest}"))),
+        _ => Err(bad(
+            "not a SQL scheme (sqlite, mysql, mariadb, postgres, postgresql)",
+        )),
+    }
+}

@@ -1,0 +1,162 @@
+//! The text of every lease, member and history statement, built once per store
+//! from the [`Dialect`] and the table prefix, and [`sent`], which each of them
+//! (and each batched renewal) passes through on its way to the server.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use super::dialect::Dialect;
+
+/// The columns every lease read returns, in the order [`decode_record`](super::decode::decode_record) expects.
+const RECORD_COLUMNS: &str = "namespace, election, holder, metadata, term, version, ttl_us, \
+     acquired_us, renewed_us, expires_us, handover_to, handover_until_us, start_reason, \
+     prev_holder, prev_expires_us, {now} AS now_us";
+
+/// Member columns, in the order [`decode_member`](super::decode::decode_member) expects.
+const MEMBER_COLUMNS: &str =
+    "namespace, election, holder, identity, metadata, priority, joined_us, \
+     heartbeat_us, expires_us, {now} AS now_us";
+
+/// Prepared statement texts for one table prefix and dialect.
+#[derive(Debug)]
+pub(super) struct Statements {
+    pub(super) acquire: String,
+    /// The one-lease renewal, which only the `renew-unchecked` build sends:
+    /// every other build renews through the batcher (`batch.rs`).
+    pub(super) renew_unchecked: Option<String>,
+    pub(super) release: String,
+    pub(super) read: String,
+    pub(super) list_all: String,
+    pub(super) list_namespace: String,
+    pub(super) insert_vacant: String,
+    pub(super) fence: String,
+    pub(super) hand_over: String,
+    pub(super) request_handover: String,
+    pub(super) upsert_member: String,
+    pub(super) leave: String,
+    pub(super) members: String,
+    pub(super) reap: String,
+    pub(super) insert_history: String,
+    pub(super) close_history_at: String,
+    pub(super) close_history_now: String,
+    pub(super) history: String,
+    pub(super) trim_history: String,
+}
+
+impl Statements {
+    pub(super) fn new(dialect: Dialect, prefix: &str) -> Self {
+        let t = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let h = format!("{prefix}history");
+        let returning = Some(RECORD_COLUMNS);
+        let key = "namespace = ? AND election = ?";
+        Self {
+            // MySQL evaluates SET left to right on updated values, so everything
+            // that reads the old row comes first.
+            acquire: dialect.update(
+                &t,
+                "start_reason = CASE WHEN term = 0 THEN 'first' \
+                   WHEN holder = '' AND handover_reason <> '' THEN handover_reason \
+                   WHEN holder = '' THEN 'release' ELSE 'expiry' END, \
+                 prev_holder = holder, prev_expires_us = expires_us, \
+                 handover_to = '', handover_until_us = 0, handover_reason = '', \
+                 holder = ?, metadata = ?, term = term + 1, version = version + 1, ttl_us = ?, \
+                 acquired_us = {now}, renewed_us = {now}, expires_us = {now} + ?",
+                &format!(
+                    "{key} AND (holder = '' OR expires_us <= {{now}}) \
+                     AND (handover_to = '' OR handover_to = '*' OR handover_to = ? OR handover_until_us <= {{now}})"
+                ),
+                returning,
+            ),
+            // The renew-unchecked bug's one hook: a renewal without the
+            // holder/term/expiry check.
+            renew_unchecked: crate::bugs::active(crate::bugs::Bug::RenewUnchecked).then(|| {
+                dialect.update(
+                    &t,
+                    "version = version + 1, ttl_us = ?, renewed_us = {now}, expires_us = {now} + ?",
+                    &format!("{key} AND ? <> '' AND ? > 0"),
+                    None,
+                )
+            }),
+            release: dialect.update(
+                &t,
+                // prev_holder names who just left, so followers do not wait
+                // for it as the designated successor.
+                "prev_holder = holder, holder = '', metadata = '', version = version + 1, expires_us = {now}",
+                &format!("{key} AND holder = ? AND term = ?"),
+                None,
+            ),
+            read: dialect.select(&t, RECORD_COLUMNS, key, ""),
+            list_all: dialect.select(&t, RECORD_COLUMNS, "1 = 1", " ORDER BY namespace, election"),
+            list_namespace: dialect.select(
+                &t,
+                RECORD_COLUMNS,
+                "namespace = ?",
+                " ORDER BY namespace, election",
+            ),
+            insert_vacant: dialect.insert_vacant(&t),
+            hand_over: dialect.update(
+                &t,
+                "prev_holder = holder, holder = '', metadata = '', version = version + 1, expires_us = {now}, \
+                 handover_to = ?, handover_until_us = {now} + ?, handover_reason = ?",
+                &format!("{key} AND holder = ? AND term = ?"),
+                None,
+            ),
+            request_handover: dialect.update(
+                &t,
+                "handover_to = ?, handover_until_us = {now} + ?, handover_reason = ?, version = version + 1",
+                &format!("{key} AND holder <> '' AND expires_us > {{now}}"),
+                None,
+            ),
+            upsert_member: dialect.upsert_member(&m),
+            leave: dialect.delete(&m, &format!("{key} AND holder = ?")),
+            members: dialect.select(&m, MEMBER_COLUMNS, key, " ORDER BY priority DESC, joined_us ASC, holder ASC"),
+            reap: dialect.delete(&m, &format!("{key} AND expires_us <= {{now}}")),
+            insert_history: dialect.insert_history(&h),
+            close_history_at: dialect.update(
+                &h,
+                "end_us = ?, end_reason = ?",
+                &format!("{key} AND term = ? AND end_us = 0"),
+                None,
+            ),
+            close_history_now: dialect.update(
+                &h,
+                "end_us = {now}, end_reason = ?",
+                &format!("{key} AND term = ? AND end_us = 0"),
+                None,
+            ),
+            history: dialect.select(
+                &h,
+                "namespace, election, term, holder, start_reason, start_us, end_reason, end_us",
+                key,
+                " ORDER BY term DESC LIMIT ?",
+            ),
+            trim_history: dialect.delete(&h, &format!("{key} AND term <= ?")),
+            fence: dialect.select(
+                &t,
+                "term",
+                &format!("{key} AND holder = ? AND term = ? AND expires_us > {{now}}"),
+                dialect.for_update(),
+            ),
+        }
+    }
+}
+
+/// The text of `sql` as sent to the server. Every statement that can read the
+/// store's clock passes through here (the schema's, the probes' and
+/// `pg_notify` read none), which makes this the one hook of the `wall-clock`
+/// bug: the server's clock replaced by this host's. Unless that bug is active
+/// it returns `sql` itself.
+pub(super) fn sent(dialect: Dialect, sql: &str) -> Cow<'_, str> {
+    crate::bugs::with_client_now(sql, dialect.now_expr())
+}
+
+/// A duration as the microseconds the statements bind.
+pub(super) fn duration_us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A term as the signed integer the statements bind.
+pub(super) fn term_i64(term: u64) -> i64 {
+    i64::try_from(term).unwrap_or(i64::MAX)
+}

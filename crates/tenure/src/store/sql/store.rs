@@ -1,0 +1,320 @@
+//! [`LeaseStore`] for [`SqlStore`]: each operation runs its statements (see
+//! `statements.rs`) and decodes the rows (`decode.rs`); what follows a decided
+//! change is queued (`after.rs`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::after::AfterJob;
+use super::decode::{decode_history, decode_member, decode_record};
+use super::dialect::Dialect;
+use super::statements::{duration_us, sent, term_i64};
+use super::SqlStore;
+use crate::error::Result;
+use crate::store::{
+    handover_window_us, identity_of, Acquire, Capabilities, Changes, Claim, ElectionKey, Handover,
+    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+};
+
+impl SqlStore {
+    async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
+        let ttl_us = duration_us(claim.ttl);
+        let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
+        let sql = sent(self.dialect, &self.statements.acquire);
+        let q = sqlx::query(&sql)
+            .bind(claim.holder.as_str())
+            .bind(claim.metadata.as_str())
+            .bind(ttl_us)
+            .bind(ttl_us)
+            .bind(claim.key.namespace.as_str())
+            .bind(claim.key.election.as_str())
+            .bind(identity_of(&claim.holder));
+        if self.dialect.has_update_returning() {
+            let row = q
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(|e| self.wrap(e))?;
+            return row
+                .map(|r| decode_record(&r))
+                .transpose()
+                .map_err(|e| self.wrap(e));
+        }
+        let done = q.execute(&mut *conn).await.map_err(|e| self.wrap(e))?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        // No RETURNING on MySQL: read our row back. Only this process writes this
+        // holder id, so if the row names us, its term is the one we just took; if
+        // it already names someone else, our lease expired in between and we
+        // report that we do not hold it.
+        let rec = self.read_with(&mut conn, &claim.key).await?;
+        Ok(rec.filter(|r| r.holder.as_deref() == Some(claim.holder.as_str())))
+    }
+
+    async fn read_with(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        key: &ElectionKey,
+    ) -> Result<Option<LeaseRecord>> {
+        let row = sqlx::query(&sent(self.dialect, &self.statements.read))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        row.map(|r| decode_record(&r))
+            .transpose()
+            .map_err(|e| self.wrap(e))
+    }
+
+    async fn try_acquire_inner(&self, claim: &Claim) -> Result<Acquire> {
+        if let Some(rec) = self.acquire_once(claim).await? {
+            return Ok(Acquire::Acquired(rec));
+        }
+        if let Some(rec) = self.read(&claim.key).await? {
+            return Ok(Acquire::Held(Some(rec)));
+        }
+        // First campaign for this election: create the vacant row, then decide
+        // with the same conditional UPDATE as always.
+        sqlx::query(&sent(self.dialect, &self.statements.insert_vacant))
+            .bind(claim.key.namespace.as_str())
+            .bind(claim.key.election.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        match self.acquire_once(claim).await? {
+            Some(rec) => Ok(Acquire::Acquired(rec)),
+            None => Ok(Acquire::Held(self.read(&claim.key).await?)),
+        }
+    }
+
+    /// One lease renewed by `sql`, the renew-unchecked build's statement.
+    async fn renew_one(&self, sql: &str, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        let ttl_us = duration_us(ttl);
+        let done = sqlx::query(&sent(self.dialect, sql))
+            .bind(ttl_us)
+            .bind(ttl_us)
+            .bind(tenure.key.namespace.as_str())
+            .bind(tenure.key.election.as_str())
+            .bind(tenure.holder.as_str())
+            .bind(term_i64(tenure.term))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_inner(&self, tenure: &Tenure) -> Result<bool> {
+        let done = sqlx::query(&sent(self.dialect, &self.statements.release))
+            .bind(tenure.key.namespace.as_str())
+            .bind(tenure.key.election.as_str())
+            .bind(tenure.holder.as_str())
+            .bind(term_i64(tenure.term))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl LeaseStore for SqlStore {
+    fn subscribe(&self) -> Option<Changes> {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            return hub.subscribe();
+        }
+        None
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            push: self.dialect == Dialect::Postgres,
+            fenced_transactions: true,
+            batch_renew: true,
+            durable: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.described.clone()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        let result = self.try_acquire_inner(claim).await;
+        if let Ok(Acquire::Acquired(rec)) = &result {
+            // Tell the others first, then write the history, off the caller's
+            // path: the new leader need not wait for bookkeeping.
+            self.after_change(AfterJob::Start(rec.clone()));
+        }
+        result
+    }
+
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        if let Some(sql) = &self.statements.renew_unchecked {
+            self.batcher.count_statement();
+            return self.renew_one(sql, tenure, ttl).await;
+        }
+        self.batcher.renew(tenure, ttl).await
+    }
+
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        let released = self.release_inner(tenure).await?;
+        if released {
+            // Notify before returning, not from the queue: a process that
+            // releases on its way out may exit before the queue runs, and its
+            // successor would then wait for its next poll.
+            self.notify(&tenure.key).await;
+            self.after_change(AfterJob::Close(tenure.clone(), "released".into()));
+        }
+        Ok(released)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.flush_after().await;
+        Ok(())
+    }
+
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        sqlx::query(&sent(self.dialect, &self.statements.upsert_member))
+            .bind(member.key.namespace.as_str())
+            .bind(member.key.election.as_str())
+            .bind(member.holder.as_str())
+            .bind(identity_of(&member.holder))
+            .bind(member.metadata.as_str())
+            .bind(i64::from(member.priority))
+            .bind(duration_us(ttl))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        Ok(())
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        let done = sqlx::query(&sent(self.dialect, &self.statements.leave))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .bind(holder)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        let rows = sqlx::query(&sent(self.dialect, &self.statements.members))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_member)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        let done = sqlx::query(&sent(self.dialect, &self.statements.reap))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        let window_us = handover_window_us(window)?;
+        let done = sqlx::query(&sent(self.dialect, &self.statements.hand_over))
+            .bind(to.column())
+            .bind(window_us)
+            .bind(reason)
+            .bind(tenure.key.namespace.as_str())
+            .bind(tenure.key.election.as_str())
+            .bind(tenure.holder.as_str())
+            .bind(term_i64(tenure.term))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        let done = done.rows_affected() == 1;
+        if done {
+            // As in `release`: the notification must not wait in the queue.
+            self.notify(&tenure.key).await;
+            self.after_change(AfterJob::Close(tenure.clone(), reason.to_string()));
+        }
+        Ok(done)
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        let window_us = handover_window_us(window)?;
+        let done = sqlx::query(&sent(self.dialect, &self.statements.request_handover))
+            .bind(to.column())
+            .bind(window_us)
+            .bind(reason)
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.notify(key).await;
+        self.read(key).await
+    }
+
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        let rows = sqlx::query(&sent(self.dialect, &self.statements.history))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_history)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
+        self.read_with(&mut conn, key).await
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        let rows = match namespace {
+            Some(ns) => {
+                sqlx::query(&sent(self.dialect, &self.statements.list_namespace))
+                    .bind(ns)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            None => {
+                sqlx::query(&sent(self.dialect, &self.statements.list_all))
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_record)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+}
