@@ -33,6 +33,7 @@
 //! a local deadline computed conservatively from before its last successful
 //! write; the term strictly increases with every acquisition.
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod bugs;
