@@ -7,6 +7,9 @@
 
 use std::time::Duration;
 
+/// The cause kept under a store error: the driver's or client's own error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors returned by tenure.
 ///
 /// Messages name the problem and, where there is one, the fix. They never contain
@@ -39,6 +42,11 @@ pub enum Error {
         store: String,
         /// The underlying cause.
         reason: String,
+        /// The error underneath (sqlx's or etcd-client's), for programs that
+        /// need more than the message. Not kept for Redis: redis-rs errors
+        /// can quote the URL, password included.
+        #[source]
+        source: Option<BoxError>,
     },
 
     /// The store refused the credentials or lacks a privilege tenure needs.
@@ -48,6 +56,11 @@ pub enum Error {
         store: String,
         /// The underlying cause and the fix.
         reason: String,
+        /// The error underneath (sqlx's or etcd-client's), for programs that
+        /// need more than the message. Not kept for Redis: redis-rs errors
+        /// can quote the URL, password included.
+        #[source]
+        source: Option<BoxError>,
     },
 
     /// A TLS connection to the store could not be set up: the server
@@ -60,6 +73,11 @@ pub enum Error {
         store: String,
         /// What failed and the URL parameter that fixes it.
         reason: String,
+        /// The error underneath (sqlx's or etcd-client's), for programs that
+        /// need more than the message. Not kept for Redis: redis-rs errors
+        /// can quote the URL, password included.
+        #[source]
+        source: Option<BoxError>,
     },
 
     /// The store's tables are missing or have a schema version this build does not know.
@@ -69,6 +87,11 @@ pub enum Error {
         store: String,
         /// What is wrong and how to fix it.
         reason: String,
+        /// The error underneath (sqlx's or etcd-client's), for programs that
+        /// need more than the message. Not kept for Redis: redis-rs errors
+        /// can quote the URL, password included.
+        #[source]
+        source: Option<BoxError>,
     },
 
     /// The store answered with something tenure did not expect (a bug or a foreign table).
@@ -78,6 +101,11 @@ pub enum Error {
         store: String,
         /// What was unexpected.
         reason: String,
+        /// The error underneath (sqlx's or etcd-client's), for programs that
+        /// need more than the message. Not kept for Redis: redis-rs errors
+        /// can quote the URL, password included.
+        #[source]
+        source: Option<BoxError>,
     },
 
     /// This candidate does not hold (or no longer holds) the lease.
@@ -112,7 +140,11 @@ impl Error {
     /// True for errors that may go away by themselves (store unreachable, timeouts).
     ///
     /// ```
-    /// let e = tenure::Error::Unavailable { store: "postgres://db/app".into(), reason: "refused".into() };
+    /// let e = tenure::Error::Unavailable {
+    ///     store: "postgres://db/app".into(),
+    ///     reason: "refused".into(),
+    ///     source: None,
+    /// };
     /// assert!(e.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
@@ -127,6 +159,23 @@ impl Error {
             self,
             Error::InvalidConfig { .. } | Error::InvalidUrl { .. } | Error::Tls { .. }
         )
+    }
+
+    /// Keeps `cause` under a store error (unavailable, permission, TLS,
+    /// schema, protocol); other errors are returned as they are.
+    pub(crate) fn with_source(
+        mut self,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        match &mut self {
+            Error::Unavailable { source, .. }
+            | Error::PermissionDenied { source, .. }
+            | Error::Tls { source, .. }
+            | Error::Schema { source, .. }
+            | Error::Protocol { source, .. } => *source = Some(Box::new(cause)),
+            _ => {}
+        }
+        self
     }
 
     pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {

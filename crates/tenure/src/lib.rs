@@ -56,7 +56,7 @@ pub use config::{
     check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_TTL,
 };
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 pub use leadership::{Leadership, State};
 pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};

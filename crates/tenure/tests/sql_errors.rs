@@ -25,6 +25,9 @@ async fn unknown_database_is_named() {
         let err = connect(&bad, &StoreOptions::default()).await.unwrap_err();
         let s = err.to_string();
         assert!(matches!(err, Error::Schema { .. }), "{bad}: {err:?}");
+        // The driver's error is kept as the source, not only flattened into text.
+        let source = std::error::Error::source(&err).expect("a source");
+        assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
         assert!(
             s.contains("tenure_no_such_db") && s.contains("create the database"),
             "{s}"
@@ -51,4 +54,17 @@ async fn wrong_password_is_permission_denied_and_not_printed() {
     let s = err.to_string();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err:?}");
     assert!(!s.contains("wrong-pw-123") && s.contains("***"), "{s}");
+}
+
+/// A SQLite file in a directory that does not exist: unavailable, naming the
+/// fix, with sqlx's error kept as the source.
+#[tokio::test]
+async fn store_errors_keep_their_cause() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}/missing/dir/t.db", dir.path().display());
+    let err = connect(&url, &StoreOptions::default()).await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+    assert!(err.to_string().contains("directory exists"), "{err}");
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
 }

@@ -183,6 +183,7 @@ impl MemoryStore {
         }
         if self.faults.unavailable.load(Ordering::SeqCst) {
             return Err(Error::Unavailable {
+                source: None,
                 store: self.describe(),
                 reason: "fault injected".into(),
             });

@@ -30,6 +30,7 @@ impl EtcdStore {
         let described = redact(url);
         let timeout = options.connect_timeout;
         let unavailable = |reason: String| Error::Unavailable {
+            source: None,
             store: described.clone(),
             reason,
         };
@@ -59,7 +60,7 @@ impl EtcdStore {
             copts = copts.with_user(user.clone(), pass.clone());
         }
         let not_etcd = || {
-            Error::Protocol {
+            Error::Protocol { source: None,
             store: described.clone(),
             reason: format!(
                 "no etcd v3 (gRPC) answer within {timeout:?}: is this an etcd server? (an etcd URL names etcd client ports, default 2379)"

@@ -9,6 +9,11 @@ pub(super) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
 
 /// Maps an etcd client error to the crate's error, naming the fix where there is one.
 pub(super) fn map_client_error(store: &str, e: etcd_client::Error) -> Error {
+    explain(store, &e).with_source(e)
+}
+
+/// The error that names the problem and its fix, for an etcd client error.
+fn explain(store: &str, e: &etcd_client::Error) -> Error {
     use etcd_client::Error as E;
     let store = store.to_string();
     match e {
@@ -16,33 +21,34 @@ pub(super) fn map_client_error(store: &str, e: etcd_client::Error) -> Error {
             use tonic_code::*;
             let msg = s.message().to_string();
             match s.code() as i32 {
-                UNAUTHENTICATED | PERMISSION_DENIED => Error::PermissionDenied {
+                UNAUTHENTICATED | PERMISSION_DENIED => Error::PermissionDenied { source: None,
                     store,
                     reason: format!("{msg} (check the user and password in the URL, and the user's role on the key prefix)"),
                 },
                 INVALID_ARGUMENT | FAILED_PRECONDITION
                     if msg.contains("authentication") || msg.contains("user name") || msg.contains("password") || msg.contains("auth") =>
                 {
-                    Error::PermissionDenied {
+                    Error::PermissionDenied { source: None,
                         store,
                         reason: format!("{msg} (check the user and password in the URL)"),
                     }
                 }
                 UNAVAILABLE | DEADLINE_EXCEEDED | CANCELLED | ABORTED | RESOURCE_EXHAUSTED | UNKNOWN => {
-                    Error::Unavailable { store, reason: format!("{:?}: {msg}", s.code()) }
+                    Error::Unavailable { source: None, store, reason: format!("{:?}: {msg}", s.code()) }
                 }
-                _ => Error::Protocol { store, reason: format!("{:?}: {msg}", s.code()) },
+                _ => Error::Protocol { source: None, store, reason: format!("{:?}: {msg}", s.code()) },
             }
         }
         E::InvalidArgs(m) | E::EndpointError(m) => Error::InvalidUrl {
             url: store,
-            reason: m,
+            reason: m.clone(),
         },
         E::InvalidUri(u) => Error::InvalidUrl {
             url: store,
             reason: u.to_string(),
         },
         other => Error::Unavailable {
+            source: None,
             store,
             reason: other.to_string(),
         },
@@ -66,6 +72,7 @@ pub(super) mod tonic_code {
 impl Inner {
     pub(super) fn unavailable(&self, reason: String) -> Error {
         Error::Unavailable {
+            source: None,
             store: self.described.clone(),
             reason,
         }
@@ -73,6 +80,7 @@ impl Inner {
 
     pub(super) fn protocol(&self, reason: impl Into<String>) -> Error {
         Error::Protocol {
+            source: None,
             store: self.described.clone(),
             reason: reason.into(),
         }

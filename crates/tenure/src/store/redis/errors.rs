@@ -19,6 +19,7 @@ pub(super) fn without_secrets(text: &str, url: &str) -> String {
 
 pub(super) fn timed_out(store: &str, after: Duration) -> Error {
     Error::Unavailable {
+        source: None,
         store: store.to_string(),
         reason: format!("no answer within {after:?}; is the server up and is this its Redis port?"),
     }
@@ -26,6 +27,7 @@ pub(super) fn timed_out(store: &str, after: Duration) -> Error {
 
 fn not_redis(store: String, what: &str) -> Error {
     Error::Protocol {
+        source: None,
         store,
         reason: format!("{what}; is this a Redis server? (a TLS-only Redis needs rediss://)"),
     }
@@ -111,6 +113,8 @@ fn explain_tls(store: &str, e: &rustls::Error) -> String {
     }
 }
 
+/// The redis error itself is not kept as the source: its text can quote the
+/// URL, password included (see [`without_secrets`]).
 pub(super) fn classify(store: &str, e: RedisError) -> Error {
     let text = e.to_string();
     let code = e.code().unwrap_or_default().to_string();
@@ -120,7 +124,7 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
         || matches!(code.as_str(), "NOAUTH" | "WRONGPASS")
         || lower.contains("invalid password")
     {
-        return Error::PermissionDenied {
+        return Error::PermissionDenied { source: None,
             store,
             reason: format!(
                 "{text}; check the user and password in the URL (redis://user:password@host) or pass the URL with --store-file"
@@ -128,7 +132,7 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
         };
     }
     if code == "NOPERM" {
-        return Error::PermissionDenied {
+        return Error::PermissionDenied { source: None,
             store,
             reason: format!(
                 "{text}; the ACL user needs EVALSHA, EVAL, HGETALL, HDEL, INFO and PUBLISH/SUBSCRIBE on tenure's keys and channel"
@@ -147,24 +151,31 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
         .map(|tls| explain_tls(&store, tls))
         .or_else(|| explain_tls_text(&store, &text))
     {
-        return Error::Tls { reason, store };
+        return Error::Tls {
+            source: None,
+            reason,
+            store,
+        };
     }
     if e.kind() == ErrorKind::Parse || matches!(e.kind(), ErrorKind::UnexpectedReturnType) {
         return not_redis(store, "its reply is not in the Redis protocol (RESP)");
     }
     if code == "NOSCRIPT" || lower.contains("unknown command") {
         return Error::Protocol {
+            source: None,
             store,
             reason: format!("{text}; the server lacks Lua scripting (EVAL), which tenure needs"),
         };
     }
     if e.is_timeout() {
         return Error::Unavailable {
+            source: None,
             store,
             reason: format!("{text}; the server did not answer in time"),
         };
     }
     Error::Unavailable {
+        source: None,
         store,
         reason: text,
     }

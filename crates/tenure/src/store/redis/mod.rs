@@ -127,6 +127,7 @@ impl RedisStore {
             .find_map(|l| l.strip_prefix("redis_version:"))
             .map(str::trim)
             .ok_or_else(|| Error::Protocol {
+                source: None,
                 store: self.described.clone(),
                 reason: "the server answered INFO without a redis_version; is this a Redis server?"
                     .into(),
@@ -137,7 +138,7 @@ impl RedisStore {
             .and_then(|m| m.parse().ok())
             .unwrap_or(0);
         if major < MIN_MAJOR_VERSION {
-            return Err(Error::Protocol {
+            return Err(Error::Protocol { source: None,
                 store: self.described.clone(),
                 reason: format!(
                     "Redis {version} is too old: tenure needs Redis {MIN_MAJOR_VERSION}.0 or newer (scripts that read TIME and then write)"
@@ -222,7 +223,7 @@ impl RedisStore {
     }
 
     fn protocol(&self, what: String) -> Error {
-        Error::Protocol {
+        Error::Protocol { source: None,
             store: self.described.clone(),
             reason: format!("the server returned {what}; are other programs writing tenure's keys (prefix {:?})?", self.prefix),
         }

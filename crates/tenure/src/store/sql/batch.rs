@@ -109,6 +109,7 @@ impl Batcher {
         }
         rx.await.unwrap_or_else(|_| {
             Err(Error::Unavailable {
+                source: None,
                 store: self.store.clone(),
                 reason: "renewal batch was abandoned".into(),
             })
@@ -228,6 +229,7 @@ impl Batcher {
         let msg = err.to_string();
         for p in pending {
             let _ = p.reply.send(Err(Error::Unavailable {
+                source: None,
                 store: self.store.clone(),
                 reason: msg.clone(),
             }));

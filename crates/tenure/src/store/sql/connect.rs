@@ -81,7 +81,7 @@ impl SqlStore {
             }
             // Another kind of server on that port answers the handshake with
             // something the driver cannot read.
-            Ok(Err(e @ sqlx::Error::Protocol(_))) => Err(Error::Protocol {
+            Ok(Err(e @ sqlx::Error::Protocol(_))) => Err(Error::Protocol { source: None,
                 store: self.described.clone(),
                 reason: format!(
                     "{e}; is this a {} server? (check the port in the URL)",
@@ -89,7 +89,7 @@ impl SqlStore {
                 ),
             }),
             Ok(Err(e)) => Err(self.wrap(e)),
-            Err(_) => Err(Error::Unavailable {
+            Err(_) => Err(Error::Unavailable { source: None,
                 store: self.described.clone(),
                 reason: format!(
                     "no answer within {timeout:?} (is the host reachable, and is it a {} server on that port?)",

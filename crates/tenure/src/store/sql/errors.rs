@@ -75,16 +75,22 @@ fn access_denied_hint(_store: &str) -> String {
     String::new()
 }
 
-/// Maps a sqlx error for the store described by `store` (already redacted).
+/// Maps a sqlx error for the store described by `store` (already redacted),
+/// keeping it as the error's source.
 pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
+    explain(store, prefix, &e).with_source(e)
+}
+
+/// The error that names the problem and its fix, for a sqlx error.
+fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
     #[cfg(feature = "tls")]
-    if let Some(tls) = super::tls::classify(store, &e) {
+    if let Some(tls) = super::tls::classify(store, e) {
         return tls;
     }
     let store = store.to_string();
-    if let Some((code, number, msg)) = db_code(&e) {
-        if is_missing_table(&e) {
-            return Error::Schema {
+    if let Some((code, number, msg)) = db_code(e) {
+        if is_missing_table(e) {
+            return Error::Schema { source: None,
                 store,
                 reason: format!(
                     "{msg}; create the tables with `tenure migrate --store URL{}` or apply the SQL printed by `tenure migrate --print-sql`",
@@ -94,6 +100,7 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
         }
         if is_missing_column(&code, number, &msg) {
             return Error::Schema {
+                source: None,
                 store,
                 reason: format!(
                     "{msg}: a {prefix}* table exists here but is not tenure's (another program's, \
@@ -113,7 +120,7 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
         }
         if is_permission(&code, number, &msg) {
             let hint = access_denied_hint(&store);
-            return Error::PermissionDenied {
+            return Error::PermissionDenied { source: None,
                 store,
                 reason: format!(
                     "{msg}; check the user name and password in the URL and that the user may read and write the {prefix}* tables{hint}"
@@ -122,12 +129,14 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
         }
         if is_unknown_database(&code, number) {
             return Error::Schema {
+                source: None,
                 store,
                 reason: format!("{msg}; create the database or fix its name in the URL"),
             };
         }
         if code == "14" && msg.contains("unable to open") {
             return Error::Unavailable {
+                source: None,
                 store,
                 reason: format!(
                     "{msg}; check that the directory exists and this user may write to it"
@@ -135,9 +144,14 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
             };
         }
         if is_transient(&code, number, &msg) {
-            return Error::Unavailable { store, reason: msg };
+            return Error::Unavailable {
+                source: None,
+                store,
+                reason: msg,
+            };
         }
         return Error::Protocol {
+            source: None,
             store,
             reason: format!("database error {code}: {msg}"),
         };
@@ -153,12 +167,14 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
         | sqlx::Error::Decode(_)
         | sqlx::Error::TypeNotFound { .. }
         | sqlx::Error::RowNotFound => Error::Protocol {
+            source: None,
             store,
             reason: format!("{e}; is the {prefix}leases table from another program?"),
         },
         other => Error::Unavailable {
+            source: None,
             store,
-            reason: unavailable_reason(&other),
+            reason: unavailable_reason(other),
         },
     }
 }
@@ -179,7 +195,7 @@ pub(crate) fn create_denied(store: &str, prefix: &str, e: &sqlx::Error) -> Error
         sqlx::Error::Database(db) => db.message().to_string(),
         other => other.to_string(),
     };
-    Error::PermissionDenied {
+    Error::PermissionDenied { source: None,
         store: store.to_string(),
         reason: format!(
             "cannot create the {prefix}leases and {prefix}schema tables: {msg}. Grant this user CREATE on the database, or have a DBA run the SQL printed by `tenure migrate --print-sql --store URL{}`",

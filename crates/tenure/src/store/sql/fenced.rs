@@ -28,7 +28,7 @@ use crate::store::Tenure;
 /// sqlx::query("UPDATE jobs SET done = 1 WHERE id = 7")
 ///     .execute(tx.connection())
 ///     .await
-///     .map_err(|e| tenure::Error::Protocol { store: "app".into(), reason: e.to_string() })?;
+///     .map_err(|e| tenure::Error::Protocol { source: None, store: "app".into(), reason: e.to_string() })?;
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
@@ -92,6 +92,7 @@ impl FencedTransaction {
         // On failure the transaction state is unknown: Drop closes the connection.
         self.finished = result.is_ok();
         result.map(|_| ()).map_err(|e| Error::Unavailable {
+            source: None,
             store: self.store.clone(),
             reason: format!("{stmt} failed: {e}"),
         })

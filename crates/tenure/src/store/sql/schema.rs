@@ -78,7 +78,7 @@ pub(crate) async fn prepare(
     };
     match found {
         Some(v) if v == SCHEMA_VERSION => check_leases_table(pool, dialect, prefix, store).await,
-        Some(v) if v > SCHEMA_VERSION => Err(Error::Schema {
+        Some(v) if v > SCHEMA_VERSION => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!(
                 "the {prefix}* tables have schema version {v}, but this tenure understands only up to {SCHEMA_VERSION}; upgrade tenure, or use another table prefix"
@@ -100,13 +100,13 @@ pub(crate) async fn prepare(
             tracing::info!("migrated the {prefix}* tables from schema version {v} to {SCHEMA_VERSION}");
             check_leases_table(pool, dialect, prefix, store).await
         }
-        Some(v) if v >= 1 => Err(Error::Schema {
+        Some(v) if v >= 1 => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!(
                 "the {prefix}* tables have schema version {v}, older than this tenure's {SCHEMA_VERSION}, and creating is turned off; run `tenure migrate --store URL` or apply the SQL printed by `tenure migrate --print-sql`"
             ),
         }),
-        Some(v) => Err(Error::Schema {
+        Some(v) => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!("unknown schema version {v} in {prefix}schema"),
         }),
@@ -133,14 +133,14 @@ pub(crate) async fn prepare(
             // Someone may have raced us with another version; check again.
             match read_version(pool, dialect, prefix).await {
                 Ok(Some(v)) if v == SCHEMA_VERSION => Ok(()),
-                Ok(other) => Err(Error::Schema {
+                Ok(other) => Err(Error::Schema { source: None,
                     store: store.to_string(),
                     reason: format!("after creating the tables, {prefix}schema says version {other:?}, expected {SCHEMA_VERSION}"),
                 }),
                 Err(e) => Err(map_err(store, prefix, e)),
             }
         }
-        None => Err(Error::Schema {
+        None => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!(
                 "the {prefix}leases table does not exist and creating it is turned off; run `tenure migrate --store URL` or apply the SQL printed by `tenure migrate --print-sql`"

@@ -131,6 +131,7 @@ impl TlsParams {
     /// pair, and that no encrypted-key password is asked for.
     pub(crate) fn check(&self, store: &str) -> Result<(), Error> {
         let fail = |reason: String| Error::Tls {
+            source: None,
             store: store.to_string(),
             reason,
         };
@@ -287,6 +288,7 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
         _ => return None,
     };
     Some(Error::Tls {
+        source: None,
         store: store.to_string(),
         reason,
     })
