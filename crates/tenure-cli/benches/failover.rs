@@ -259,16 +259,12 @@ async fn main() {
     // `etcd`: a private single-node etcd on a free loopback port.
     let mut etcd = None;
     for url in stores.iter_mut().filter(|u| u.as_str() == "etcd") {
-        if tenure::testing::etcd_server::binary().is_none() {
+        if tenure_testsupport::etcd::binary().is_none() {
             println!("etcd: skipped (no etcd binary)");
             continue;
         }
         if etcd.is_none() {
-            etcd = Some(
-                tenure::testing::etcd_server::EtcdCluster::start(1)
-                    .await
-                    .expect("private etcd"),
-            );
+            etcd = Some(tenure_testsupport::EtcdCluster::start(1).expect("private etcd"));
         }
         if let Some(c) = &etcd {
             *url = c.url();

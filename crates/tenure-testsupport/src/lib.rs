@@ -1,12 +1,15 @@
 //! Test support shared by tenure's crates (not published): private database
-//! servers started from the installed binaries ([`servers`]) and a throwaway
-//! certificate authority for TLS tests ([`tls`]).
+//! servers started from the installed binaries ([`servers`]), private etcd
+//! clusters ([`etcd`]) and a throwaway certificate authority for TLS tests
+//! ([`tls`]).
 //!
 //! Whether a missing server binary fails a test or skips it is the tests'
 //! decision: see `tenure::testing::servers::required()`.
 
+pub mod etcd;
 pub mod servers;
 pub mod tls;
 
+pub use etcd::EtcdCluster;
 pub use servers::{Kind, Server, ServerOptions};
 pub use tls::TestCa;

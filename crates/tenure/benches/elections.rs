@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use sqlx::Row;
 use tenure::store::sql::SqlStore;
 use tenure::store::{DynStore, StoreOptions};
-use tenure::testing::{servers, CountingStore};
+use tenure::testing::{servers, Instrumented};
 use tenure::Elector;
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -39,7 +39,7 @@ async fn failover(url: &str) {
             .await
             .expect("store"),
     );
-    let counting = Arc::new(CountingStore::new(inner));
+    let counting = Arc::new(Instrumented::new(inner));
     let store: DynStore = counting.clone();
     let election = format!("herd-{}", rand::random::<u32>());
     let build = |id: String, release: bool| {

@@ -49,7 +49,8 @@ mod leadership;
 mod names;
 pub mod observe;
 pub mod store;
-#[cfg(feature = "conformance")]
+// Also in the library's own unit tests, which use `testing::Instrumented`.
+#[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 
 pub use config::{

@@ -245,6 +245,7 @@ mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
     use crate::store::{Acquire, Claim, LeaseStore, Tenure};
+    use crate::testing::Instrumented;
 
     async fn next(o: &mut Observer) -> Change {
         tokio::time::timeout(Duration::from_secs(5), o.next())
@@ -255,7 +256,8 @@ mod tests {
 
     #[tokio::test]
     async fn reports_leaders_releases_and_outages_without_writing() {
-        let store = Arc::new(MemoryStore::new());
+        let memory = Arc::new(MemoryStore::new());
+        let store = Arc::new(Instrumented::new(memory.clone()));
         let key = ElectionKey::new("default", "job");
         let opts = ObserveOptions {
             poll_period: Duration::from_millis(10),
@@ -278,7 +280,7 @@ mod tests {
         let Acquire::Acquired(rec) = store.try_acquire(&claim).await.unwrap() else {
             panic!()
         };
-        let writes = store.writes();
+        let writes = memory.writes();
         assert_eq!(
             next(&mut o).await,
             Change::Leader {
@@ -288,12 +290,12 @@ mod tests {
                 metadata: "10.0.0.1".into()
             }
         );
-        store.faults().set_unavailable(true);
+        store.set_unavailable(true);
         assert!(matches!(
             next(&mut o).await,
             Change::StoreUnavailable { .. }
         ));
-        store.faults().set_unavailable(false);
+        store.set_unavailable(false);
         assert_eq!(next(&mut o).await, Change::StoreRecovered);
         assert!(store
             .release(&Tenure {
@@ -305,7 +307,7 @@ mod tests {
             .unwrap());
         assert_eq!(next(&mut o).await, Change::NoLeader { key, last_term: 1 });
         assert_eq!(
-            store.writes(),
+            memory.writes(),
             writes + 1,
             "only the test's release wrote; the observer never writes"
         );

@@ -1,29 +1,33 @@
-//! Runs the conformance suite against every store: memory, SQLite, MariaDB, PostgreSQL, Redis.
-//! Server stores are skipped with a printed reason on a laptop without them, and
-//! fail the run in CI (`CI=true`).
+//! Runs the conformance suite against every store: memory, SQLite, MariaDB,
+//! PostgreSQL, Redis, and (feature `etcd`) a private etcd, single node and a
+//! 3-member cluster with a member killed. One test per check and store,
+//! named `<store>::<check>`: `cargo test --test conformance <check>` runs one
+//! check on every store.
+//!
+//! Server stores are skipped with a printed reason on a laptop without them,
+//! and fail the run in CI (`CI=true`).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tenure::store::{memory::MemoryStore, DynStore, StoreOptions};
 use tenure::testing::{servers, Conformance};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory() {
+fn memory_suite() -> Conformance {
+    // A memory store is private to one "connection", so share one instance.
     let store: DynStore = Arc::new(MemoryStore::new());
     Conformance::new("memory", move || {
         let s = store.clone();
         async move { s }
     })
-    .run_all()
-    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite() {
+fn sqlite_suite() -> Conformance {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("tenure.db").display());
-    // Each factory call opens its own pool, like another process on the same file.
+    // Each factory call opens its own pool, like another process on the same
+    // file. The factory keeps the directory for as long as the suite lives.
     Conformance::new("sqlite", move || {
+        let _dir = &dir;
         let url = url.clone();
         async move {
             tenure::store::connect(&url, &StoreOptions::default())
@@ -31,19 +35,18 @@ async fn sqlite() {
                 .expect("sqlite store")
         }
     })
-    .run_all()
-    .await;
 }
 
-async fn server(name: &'static str, url: String) {
-    server_with(name, url, StoreOptions::default()).await;
-}
-
-async fn server_with(name: &'static str, url: String, options: StoreOptions) {
-    if servers::connect_or_skip(&url, &options).await.is_none() {
-        return;
+async fn server(name: &'static str, url: String, options: StoreOptions) -> Option<Conformance> {
+    // One first connection at a time: on a fresh server the first
+    // connections create the tables, and concurrent CREATE TABLE IF NOT
+    // EXISTS can fail on PostgreSQL. The checks then connect concurrently.
+    static FIRST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    {
+        let _one = FIRST.lock().await;
+        servers::connect_or_skip(&url, &options).await?;
     }
-    Conformance::new(name, move || {
+    Some(Conformance::new(name, move || {
         let url = url.clone();
         let options = options.clone();
         async move {
@@ -51,102 +54,94 @@ async fn server_with(name: &'static str, url: String, options: StoreOptions) {
                 .await
                 .expect("server store")
         }
-    })
-    .run_all()
-    .await;
+    }))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mariadb() {
-    server("mariadb", servers::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres() {
-    server("postgres", servers::postgres_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis() {
+fn redis_options() -> StoreOptions {
     // A prefix of its own keeps `list` to this run's elections on a shared server.
-    let prefix = format!("conformance{:08x}_", rand::random::<u32>());
-    server_with(
-        "redis",
-        servers::redis_url(),
-        StoreOptions::default().with_table_prefix(prefix),
-    )
-    .await;
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| format!("conformance{:08x}_", rand::random::<u32>()));
+    StoreOptions::default().with_table_prefix(prefix.clone())
 }
 
+tenure::conformance_tests!(memory, async { memory_suite() });
+tenure::conformance_tests!(sqlite, async { sqlite_suite() });
+tenure::conformance_tests!(
+    mariadb,
+    server("mariadb", servers::mysql_url(), StoreOptions::default())
+);
+tenure::conformance_tests!(
+    postgres,
+    server("postgres", servers::postgres_url(), StoreOptions::default())
+);
+tenure::conformance_tests!(
+    redis,
+    server("redis", servers::redis_url(), redis_options())
+);
+
 #[cfg(feature = "etcd")]
-fn etcd_factory(
-    url: String,
-) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = DynStore> + Send>>
-       + Send
-       + Sync
-       + 'static {
-    move || {
-        let url = url.clone();
-        Box::pin(async move {
-            tenure::store::connect(&url, &StoreOptions::default())
-                .await
-                .expect("etcd store")
-        })
-    }
+async fn etcd_connect(url: String) -> DynStore {
+    tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .expect("etcd store")
 }
 
-/// A private single-node etcd on a free loopback port.
+/// A private single-node etcd on a free loopback port, one per check.
 #[cfg(feature = "etcd")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn etcd() {
-    let Some(server) = tenure::testing::etcd_server::EtcdCluster::start_or_skip(1).await else {
-        return;
-    };
+async fn etcd_suite() -> Option<Conformance> {
+    use tenure_testsupport::EtcdCluster;
+    let server = EtcdCluster::start_or_skip(1, servers::required())?;
+    let url = server.url();
     // Herd bound relaxed on etcd too: after the succession fixes of
     // 2026-11-24, fresh-clone CI still saw one failover with 6 attempts in
     // one of three runs (20 before them). One winner is still checked; the
     // bound of 3 is issue 10's to restore.
-    Conformance::new("etcd", etcd_factory(server.url()))
+    Some(
+        Conformance::new("etcd", move || {
+            let _server = &server;
+            etcd_connect(url.clone())
+        })
         .with_handovers(200)
-        .with_herd_bound(21)
-        .run_all()
-        .await;
+        .with_herd_bound(21),
+    )
 }
 
-/// A private 3-member etcd cluster; one member is SIGKILLed part-way through
-/// the run (when the suite opens its 6th store, i.e. a few checks in), and
-/// the suite must still pass on the remaining two.
+/// A private 3-member etcd cluster, one per check; one member is SIGKILLed
+/// after the check's first store connected, so the check runs on the
+/// remaining two with a client that knew the dead member.
 #[cfg(feature = "etcd")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn etcd_cluster() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let Some(cluster) = tenure::testing::etcd_server::EtcdCluster::start_or_skip(3).await else {
-        return;
-    };
+async fn etcd_cluster_suite() -> Option<Conformance> {
+    use tenure_testsupport::EtcdCluster;
+    let mut cluster = EtcdCluster::start_or_skip(3, servers::required())?;
     let url = cluster.url();
-    let cluster = Arc::new(std::sync::Mutex::new(cluster));
-    let opened = Arc::new(AtomicUsize::new(0));
-    let factory = etcd_factory(url);
-    let (c, n) = (cluster.clone(), opened.clone());
+    let first = etcd_connect(url.clone()).await;
+    // Member 0 is usually the raft leader of a fresh cluster; killing it
+    // also forces a leader election.
+    cluster.kill(0);
+    eprintln!("etcd_cluster: killed member 0 (SIGKILL)");
+    let first = std::sync::Mutex::new(Some(first));
     // With a member dead, followers still often disagree about the designated
     // successor (cause open, see docs/measurements.md): every follower may try
     // after the grace, and the winner need not be the designated one. One
-    // winner is still checked. The single-node etcd run keeps the bound of 3.
-    Conformance::new("etcd-cluster", move || {
-        if n.fetch_add(1, Ordering::SeqCst) + 1 == 6 {
-            // Member 0 is usually the raft leader of a fresh cluster; killing
-            // it also forces a leader election.
-            c.lock().unwrap_or_else(|p| p.into_inner()).kill(0);
-            eprintln!("etcd_cluster: killed member 0 (SIGKILL)");
-        }
-        factory()
-    })
-    .with_handovers(200)
-    .with_herd_bound(21)
-    .run_all()
-    .await;
-    assert!(
-        opened.load(Ordering::SeqCst) > 6,
-        "the suite kept running after the kill"
-    );
+    // winner is still checked.
+    Some(
+        Conformance::new("etcd-cluster", move || {
+            let _cluster = &cluster;
+            let opened = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let url = url.clone();
+            async move {
+                match opened {
+                    Some(store) => store,
+                    None => etcd_connect(url).await,
+                }
+            }
+        })
+        .with_handovers(200)
+        .with_herd_bound(21),
+    )
 }
+
+#[cfg(feature = "etcd")]
+tenure::conformance_tests!(etcd, etcd_suite());
+#[cfg(feature = "etcd")]
+tenure::conformance_tests!(etcd_cluster, etcd_cluster_suite());

@@ -27,7 +27,7 @@ async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
     let deadline = t0 + Duration::from_millis(9850);
     assert_eq!(leadership.deadline(), Some(deadline));
 
-    w.store.faults().set_hang(true);
+    w.store.set_hang(true);
     let lost = tokio::spawn({
         let l = leadership.clone();
         async move { l.lost().await }
@@ -61,12 +61,12 @@ async fn renews_every_third_of_the_ttl_and_keeps_the_term() {
         .await
         .unwrap()
         .unwrap();
-    let writes_before = w.store.writes();
+    let writes_before = w.memory.writes();
     w.advance(Duration::from_secs(60), Duration::from_millis(250))
         .await;
     assert!(e.is_leader());
     assert_eq!(e.term(), Some(1), "renewals never change the term");
-    let renewals = w.store.writes() - writes_before;
+    let renewals = w.memory.writes() - writes_before;
     // 60 s / (10 s / 3) = 18 renewals, give or take one at the edges.
     assert!((17..=19).contains(&renewals), "{renewals} renewals in 60s");
 }
@@ -79,8 +79,8 @@ async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
         .await
         .unwrap()
         .unwrap();
-    w.store.faults().set_unavailable(true);
-    let writes_before = w.store.writes();
+    w.store.set_unavailable(true);
+    let writes_before = w.memory.writes();
     w.advance(Duration::from_millis(9800), Duration::from_millis(100))
         .await;
     assert!(
@@ -91,11 +91,11 @@ async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
         .await;
     assert!(!e.is_leader(), "stepped down at the deadline");
     assert_eq!(
-        w.store.writes(),
+        w.memory.writes(),
         writes_before,
         "the failing store saw no successful writes"
     );
-    w.store.faults().set_unavailable(false);
+    w.store.set_unavailable(false);
     // The old lease (last renewed at t0) expires at t0 + 10 s by the store's clock.
     w.advance(Duration::from_secs(2), Duration::from_millis(100))
         .await;
@@ -138,11 +138,11 @@ async fn follower_writes_nothing_while_the_lease_is_held_and_takes_over_at_expir
             term: 1
         }
     );
-    let writes = w.store.writes();
+    let writes = w.memory.writes();
     w.advance(Duration::from_millis(9990), Duration::from_millis(30))
         .await;
     assert_eq!(
-        w.store.writes(),
+        w.memory.writes(),
         writes,
         "followers only read while the lease is held"
     );
@@ -151,7 +151,7 @@ async fn follower_writes_nothing_while_the_lease_is_held_and_takes_over_at_expir
         .await;
     eventually("takeover right after expiry", || e.is_leader()).await;
     assert!(w.clock.now() - acquired_at <= TTL + Duration::from_millis(30));
-    assert_eq!(w.store.writes(), writes + 1, "one write per takeover");
+    assert_eq!(w.memory.writes(), writes + 1, "one write per takeover");
     assert_eq!(e.term(), Some(2));
 }
 
@@ -183,7 +183,7 @@ async fn run_cancels_the_work_when_leadership_is_lost() {
     eventually("leadership", || e.is_leader()).await;
     settle().await;
     assert!(!dropped.load(Ordering::SeqCst));
-    w.store.faults().set_hang(true);
+    w.store.set_hang(true);
     w.advance(Duration::from_secs(10), Duration::from_millis(500))
         .await;
     eventually("work cancelled", || dropped.load(Ordering::SeqCst)).await;
@@ -263,7 +263,7 @@ async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
         .await
         .unwrap()
         .unwrap();
-    w.store.faults().set_hang(true);
+    w.store.set_hang(true);
     // Reach the renewal time: the renewal now hangs in the store.
     w.advance(Duration::from_millis(3400), Duration::from_millis(100))
         .await;
@@ -289,9 +289,7 @@ async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
     let w = World::new();
-    w.store
-        .faults()
-        .set_acquire_reply_delay(Duration::from_millis(300));
+    w.store.set_acquire_reply_delay(Duration::from_millis(300));
     let e = w.elector("a");
     let key = ElectionKey::new("default", "job");
     // The acquisition has landed in the store; its answer has not come back.
@@ -337,7 +335,7 @@ async fn a_slow_preemption_check_does_not_delay_shutdown() {
         .await
         .unwrap()
         .unwrap();
-    w.store.faults().set_hang_members(true);
+    w.store.set_hang_members(true);
     // One renewal: the check after it hangs on the member list.
     w.advance(TTL / 2, Duration::from_millis(500)).await;
     assert!(e.is_leader());

@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, StoreOptions};
-use tenure::testing::etcd_server::EtcdCluster;
+use tenure::testing::servers;
 use tenure::{Elector, Error};
+use tenure_testsupport::EtcdCluster;
 
 fn opts() -> StoreOptions {
     StoreOptions::default().with_connect_timeout(Duration::from_secs(2))
@@ -52,7 +53,7 @@ async fn nothing_listening_is_unavailable_and_secrets_are_redacted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sub_second_ttl_is_a_usage_error() {
-    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
     let store = connect(&server.url(), &opts()).await.expect("store");
@@ -69,7 +70,7 @@ async fn sub_second_ttl_is_a_usage_error() {
 /// deadline (ttl), without panicking; it keeps campaigning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_steps_down_when_the_cluster_loses_quorum() {
-    let Some(mut cluster) = EtcdCluster::start_or_skip(3).await else {
+    let Some(mut cluster) = EtcdCluster::start_or_skip(3, servers::required()) else {
         return;
     };
     let store = connect(&cluster.url(), &opts()).await.expect("store");
@@ -108,7 +109,7 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     use tenure::store::etcd::EtcdStore;
     use tenure::store::DynStore;
 
-    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
     let etcd = Arc::new(
@@ -181,7 +182,7 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
 /// process takes over within ttl + sweep interval + 1 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_tenure_on_the_shared_lease_is_taken_over() {
-    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
     let a = connect(&server.url(), &opts()).await.expect("store a");
@@ -245,7 +246,7 @@ async fn an_abandoned_tenure_on_the_shared_lease_is_taken_over() {
 /// usage error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_password_and_bad_prefix_are_named() {
-    let Some(server) = EtcdCluster::start_or_skip(1).await else {
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
     let plain = server.url();

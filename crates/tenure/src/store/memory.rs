@@ -1,14 +1,15 @@
 //! An in-process store for unit tests and simulation.
 //!
 //! It follows the same protocol as the SQL store (the conformance suite checks
-//! that), keeps time with any [`Clock`] so tests can move time by hand, and can be
-//! told to fail or hang to exercise the elector's error paths. It is not shared
-//! between processes and forgets everything when dropped.
+//! that) and keeps time with any [`Clock`] so tests can move time by hand. It
+//! is not shared between processes and forgets everything when dropped. To
+//! make it fail or hang, wrap it in `testing::Instrumented` (feature
+//! `conformance`).
 //!
 //! [`Clock`]: crate::clock::Clock
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use super::{
     Member, MemberRecord, Tenure,
 };
 use crate::clock::{BootClock, SharedClock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Clone, Debug, Default)]
 struct Row {
@@ -75,40 +76,6 @@ impl Tables {
     }
 }
 
-/// Switches that make a [`MemoryStore`] misbehave, for tests.
-#[derive(Debug, Default)]
-pub struct Faults {
-    unavailable: AtomicBool,
-    hang: AtomicBool,
-    acquire_reply_delay_ms: AtomicU64,
-    hang_members: AtomicBool,
-}
-
-impl Faults {
-    /// While set, every call fails with [`Error::Unavailable`].
-    pub fn set_unavailable(&self, on: bool) {
-        self.unavailable.store(on, Ordering::SeqCst);
-    }
-
-    /// While set, every call that starts never completes (a blackholed network).
-    pub fn set_hang(&self, on: bool) {
-        self.hang.store(on, Ordering::SeqCst);
-    }
-
-    /// While set, member listing and reaping never complete (the lease calls
-    /// still work): a slow bookkeeping query.
-    pub fn set_hang_members(&self, on: bool) {
-        self.hang_members.store(on, Ordering::SeqCst);
-    }
-
-    /// Acquisitions commit at once but answer only after `delay` (real time):
-    /// a slow reply on the way back.
-    pub fn set_acquire_reply_delay(&self, delay: Duration) {
-        self.acquire_reply_delay_ms
-            .store(delay.as_millis() as u64, Ordering::SeqCst);
-    }
-}
-
 /// An in-memory [`LeaseStore`].
 ///
 /// ```
@@ -128,7 +95,6 @@ pub struct MemoryStore {
     /// Store-clock microseconds at the clock's origin: makes times look like
     /// real epoch times without ever reading the wall clock.
     epoch_us: i64,
-    faults: Arc<Faults>,
     writes: AtomicU64,
     member_writes: AtomicU64,
 }
@@ -151,15 +117,9 @@ impl MemoryStore {
             rows: Mutex::new(Tables::default()),
             clock,
             epoch_us: 1_700_000_000_000_000,
-            faults: Arc::new(Faults::default()),
             writes: AtomicU64::new(0),
             member_writes: AtomicU64::new(0),
         }
-    }
-
-    /// The fault switches of this store.
-    pub fn faults(&self) -> Arc<Faults> {
-        self.faults.clone()
     }
 
     /// How many conditional writes to leases (acquire, renew, release and
@@ -175,20 +135,6 @@ impl MemoryStore {
 
     fn now_us(&self) -> i64 {
         self.epoch_us + i64::try_from(self.clock.now().as_micros()).unwrap_or(i64::MAX / 2)
-    }
-
-    async fn gate(&self) -> Result<()> {
-        if self.faults.hang.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        if self.faults.unavailable.load(Ordering::SeqCst) {
-            return Err(Error::Unavailable {
-                source: None,
-                store: self.describe(),
-                reason: "fault injected".into(),
-            });
-        }
-        Ok(())
     }
 
     /// The acquisition itself, under the table lock.
@@ -297,17 +243,10 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
-        self.gate().await?;
-        let result = self.acquire_now(claim);
-        let delay = self.faults.acquire_reply_delay_ms.load(Ordering::SeqCst);
-        if delay > 0 && matches!(result, Ok(Acquire::Acquired(_))) {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-        }
-        result
+        self.acquire_now(claim)
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -329,7 +268,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
-        self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -347,7 +285,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
-        self.gate().await?;
         let now = self.now_us();
         Ok(self
             .rows()
@@ -357,7 +294,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
-        self.gate().await?;
         let now = self.now_us();
         Ok(self
             .rows()
@@ -369,7 +305,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        self.gate().await?;
         self.member_writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -391,7 +326,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
-        self.gate().await?;
         self.member_writes.fetch_add(1, Ordering::SeqCst);
         Ok(self
             .rows()
@@ -401,10 +335,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        self.gate().await?;
-        if self.faults.hang_members.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
         let now = self.now_us();
         let mut out: Vec<MemberRecord> = self
             .rows()
@@ -428,10 +358,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        self.gate().await?;
-        if self.faults.hang_members.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
         self.member_writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -448,7 +374,6 @@ impl LeaseStore for MemoryStore {
         reason: &str,
     ) -> Result<bool> {
         let window_us = super::handover_window_us(window)?;
-        self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -476,7 +401,6 @@ impl LeaseStore for MemoryStore {
         reason: &str,
     ) -> Result<Option<LeaseRecord>> {
         let window_us = super::handover_window_us(window)?;
-        self.gate().await?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
         let mut t = self.rows();
@@ -493,7 +417,6 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
-        self.gate().await?;
         Ok(self
             .rows()
             .history

@@ -1,5 +1,7 @@
 //! A hand-driven world for elector tests: a memory store and electors sharing
-//! one `ManualClock`, so no test waits for real lease time.
+//! one `ManualClock`, so no test waits for real lease time. The electors use
+//! the memory store through `Instrumented`, whose fault switches make it fail
+//! or hang.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -8,20 +10,29 @@ use std::time::{Duration, Instant};
 use tenure::clock::ManualClock;
 use tenure::store::memory::MemoryStore;
 use tenure::store::{DynStore, ElectionKey};
+use tenure::testing::Instrumented;
 use tenure::{Elector, ElectorBuilder};
 
 pub const TTL: Duration = Duration::from_secs(10);
 
 pub struct World {
     pub clock: ManualClock,
-    pub store: Arc<MemoryStore>,
+    /// The store the electors use: `memory` with fault switches.
+    pub store: Arc<Instrumented>,
+    /// The store itself, for its write counters.
+    pub memory: Arc<MemoryStore>,
 }
 
 impl World {
     pub fn new() -> Self {
         let clock = ManualClock::new();
-        let store = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
-        Self { clock, store }
+        let memory = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+        let store = Arc::new(Instrumented::new(memory.clone()));
+        Self {
+            clock,
+            store,
+            memory,
+        }
     }
 
     /// A builder for election "job" with identity `id`, TTL 10 s, on this clock.

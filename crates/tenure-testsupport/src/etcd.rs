@@ -1,0 +1,248 @@
+//! Private etcd clusters started from the installed `etcd` binary (free
+//! loopback ports, a temporary data directory), killed when dropped, so the
+//! etcd store's tests can kill members and lose quorum without touching
+//! anything shared.
+//!
+//! ```no_run
+//! use tenure_testsupport::etcd::EtcdCluster;
+//! // `true`: a missing etcd binary fails (CI); `false`: prints SKIPPED.
+//! if let Some(cluster) = EtcdCluster::start_or_skip(3, false) {
+//!     let url = cluster.url(); // etcd://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3
+//! }
+//! ```
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::servers::free_port;
+
+/// The etcd binary: `TENURE_ETCD_BIN`, else `etcd` on the `PATH`
+/// (Debian package `etcd-server`).
+pub fn binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TENURE_ETCD_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("etcd"))
+        .find(|p| p.is_file())
+}
+
+/// A private etcd cluster of one or more members on loopback.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    members: Vec<Option<Child>>,
+    client_ports: Vec<u16>,
+    dir: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits (up to 30 s) until every member reports
+    /// itself healthy (it has a raft leader and serves reads). Election
+    /// timeout 250 ms, so leases can be as short as 1 s.
+    pub fn start(n: usize) -> std::io::Result<Self> {
+        let bin = binary().ok_or_else(|| {
+            std::io::Error::other("no etcd binary (install etcd-server or set TENURE_ETCD_BIN)")
+        })?;
+        // On tmpfs where there is one: etcd fsyncs every write, and on a
+        // busy two-core machine one fsync now and then takes longer than
+        // a 1 s TTL's 500 ms release budget. Data still survives what the
+        // tests do to a member (SIGKILL, restart); only a machine crash
+        // would lose it, and no test crashes the machine.
+        let base = Some(Path::new("/dev/shm"))
+            .filter(|p| p.is_dir())
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-etcd")
+            .tempdir_in(base)?;
+        let mut client_ports = Vec::new();
+        let mut peer_ports = Vec::new();
+        for _ in 0..n {
+            client_ports.push(free_port()?);
+            peer_ports.push(free_port()?);
+        }
+        let initial: Vec<String> = peer_ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("m{i}=http://127.0.0.1:{p}"))
+            .collect();
+        // Unique per cluster: the temporary directory's own random name.
+        let token = dir
+            .path()
+            .file_name()
+            .map_or_else(|| "tenure".into(), |n| n.to_string_lossy().into_owned());
+        let mut cluster = Self {
+            members: Vec::new(),
+            client_ports: client_ports.clone(),
+            dir,
+        };
+        for i in 0..n {
+            let log = std::fs::File::create(cluster.log_path(i))?;
+            let child = Command::new(&bin)
+                .arg(format!("--name=m{i}"))
+                .arg(format!(
+                    "--data-dir={}",
+                    cluster.dir.path().join(format!("m{i}")).display()
+                ))
+                .arg(format!(
+                    "--listen-client-urls=http://127.0.0.1:{}",
+                    client_ports[i]
+                ))
+                .arg(format!(
+                    "--advertise-client-urls=http://127.0.0.1:{}",
+                    client_ports[i]
+                ))
+                .arg(format!(
+                    "--listen-peer-urls=http://127.0.0.1:{}",
+                    peer_ports[i]
+                ))
+                .arg(format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{}",
+                    peer_ports[i]
+                ))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg("--initial-cluster-state=new")
+                .arg(format!("--initial-cluster-token={token}"))
+                .arg("--heartbeat-interval=25")
+                .arg("--election-timeout=250")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(log))
+                .spawn()
+                .map_err(|e| {
+                    std::io::Error::other(format!("cannot start {}: {e}", bin.display()))
+                })?;
+            cluster.members.push(Some(child));
+        }
+        cluster.wait_healthy(Duration::from_secs(30))?;
+        Ok(cluster)
+    }
+
+    /// Starts a cluster, or returns `None` after printing SKIPPED when etcd
+    /// is not installed. Panics instead when `required` (the tests' policy,
+    /// e.g. `tenure::testing::servers::required()`) or when the start fails.
+    pub fn start_or_skip(n: usize, required: bool) -> Option<Self> {
+        if binary().is_none() {
+            if required {
+                panic!("etcd is required (CI=true or TENURE_REQUIRE_SERVERS=1) but not installed: apt-get install etcd-server");
+            }
+            eprintln!("SKIPPED: no etcd binary (install etcd-server or set TENURE_ETCD_BIN)");
+            return None;
+        }
+        match Self::start(n) {
+            Ok(c) => Some(c),
+            Err(e) => panic!("private etcd did not start: {e}"),
+        }
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("m{i}.log"))
+    }
+
+    /// Polls every member's `/health` until all say healthy, a member exits,
+    /// or `within` passes.
+    fn wait_healthy(&mut self, within: Duration) -> std::io::Result<()> {
+        let start = Instant::now();
+        loop {
+            let mut pending = None;
+            for i in 0..self.members.len() {
+                let exited = self.members[i]
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten());
+                if let Some(status) = exited {
+                    return Err(std::io::Error::other(format!(
+                        "etcd member m{i} exited ({status}); log:\n{}",
+                        self.log_tail(i)
+                    )));
+                }
+                if let Err(e) = health(self.client_ports[i]) {
+                    pending = Some((i, e));
+                    break;
+                }
+            }
+            match pending {
+                None => return Ok(()),
+                Some((i, e)) if start.elapsed() > within => {
+                    return Err(std::io::Error::other(format!(
+                        "etcd did not become ready within {within:?}: member m{i}: {e}; log:\n{}",
+                        self.log_tail(i)
+                    )))
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// The last lines of member `i`'s log, for failure messages.
+    pub fn log_tail(&self, i: usize) -> String {
+        let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// The store URL naming every member.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .client_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("etcd://{}", hosts.join(","))
+    }
+
+    /// The client address (`127.0.0.1:port`) of member `i`.
+    pub fn member_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.client_ports[i])
+    }
+
+    /// How many members were started.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// True for a cluster without members.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Kills member `i` with SIGKILL and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members.get_mut(i).and_then(Option::take) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Asks the member on `port` for `/health` (plain HTTP on the client port):
+/// `Ok` when it answers `"health":"true"`, which etcd says only with a raft
+/// leader and a read served.
+fn health(port: u16) -> std::io::Result<()> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(1)))?;
+    s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    if answer.contains("\"health\":\"true\"") {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "not healthy yet: {}",
+            answer.lines().last().unwrap_or_default()
+        )))
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}

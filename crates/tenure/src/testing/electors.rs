@@ -1,0 +1,202 @@
+//! Conformance checks. Elector-level checks: electors on the store lead one at
+//! a time, hand over on shutdown, and fail over without a herd.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{alone, Conformance, Instrumented};
+use crate::store::DynStore;
+use crate::{Elector, State};
+
+impl Conformance {
+    /// Two electors with one identity get different holder ids and never lead at once.
+    pub async fn same_identity_never_both_lead(&self) {
+        let _turn = alone().await;
+        let key = self.key("same-identity");
+        let ttl = self.timing().await.ttl(Duration::from_millis(600));
+        let build = |store: DynStore| {
+            Elector::builder(store)
+                .namespace(key.namespace.clone())
+                .election(key.election.clone())
+                .identity("twin")
+                .ttl(ttl)
+                .poll_period(Duration::from_millis(20))
+                .build()
+                .expect("elector")
+        };
+        let a = build(self.store().await);
+        let b = build(self.store().await);
+        assert_ne!(a.holder_id(), b.holder_id());
+        let start = Instant::now();
+        let mut both = 0;
+        let mut seen_leader = false;
+        while start.elapsed() < Duration::from_millis(1500) {
+            let (la, lb) = (a.is_leader(), b.is_leader());
+            both += (la && lb) as u32;
+            seen_leader |= la || lb;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(
+            both, 0,
+            "[{}] two electors with one identity both led",
+            self.name
+        );
+        assert!(seen_leader, "[{}] one of them leads", self.name);
+        let (leader, other) = if a.is_leader() { (a, b) } else { (b, a) };
+        leader.shutdown().await.expect("shutdown");
+        let mut rx = other.leadership();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            rx.wait_for(|s| matches!(s, State::Leading { .. })),
+        )
+        .await
+        .expect("the twin takes over after a release")
+        .expect("elector alive");
+        other.shutdown().await.expect("shutdown");
+    }
+
+    /// An elector that shuts down releases; the follower takes over within a poll.
+    pub async fn elector_handover_on_shutdown(&self) {
+        let _turn = alone().await;
+        let key = self.key("elector");
+        let build = |store: DynStore, id: &str| {
+            Elector::builder(store)
+                .namespace(key.namespace.clone())
+                .election(key.election.clone())
+                .identity(id)
+                .ttl(Duration::from_secs(30))
+                .poll_period(Duration::from_millis(20))
+                .build()
+                .expect("elector")
+        };
+        let a = build(self.store().await, "a");
+        let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+            .await
+            .expect("a leads")
+            .expect("alive");
+        let b = build(self.store().await, "b");
+        let mut rx = b.leadership();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            rx.wait_for(|s| matches!(s, State::Following { .. })),
+        )
+        .await
+        .expect("b follows")
+        .expect("alive");
+        assert_eq!(
+            *rx.borrow(),
+            State::Following {
+                leader: a.holder_id().to_string(),
+                term: first.term()
+            }
+        );
+        let released = Instant::now();
+        a.shutdown().await.expect("shutdown");
+        assert!(!a.is_leader());
+        let second = tokio::time::timeout(Duration::from_secs(5), b.acquired())
+            .await
+            .expect("b takes over well before the 30s TTL")
+            .expect("alive");
+        assert!(
+            released.elapsed() < Duration::from_secs(2),
+            "[{}] handover took {:?}",
+            self.name,
+            released.elapsed()
+        );
+        assert!(second.term() > first.term());
+        b.shutdown().await.expect("shutdown");
+    }
+
+    /// 20 followers, the leader crashes: the designated successor takes over
+    /// with at most 3 acquisition attempts in all (a herd would make 20).
+    pub async fn failover_without_a_herd(&self) {
+        let _turn = alone().await;
+        let counting = Arc::new(Instrumented::new(self.store().await));
+        let store: DynStore = counting.clone();
+        let ttl = self.timing().await.ttl(Duration::from_secs(1));
+        let key = self.key("herd");
+        let build = |id: String, release: bool| {
+            Elector::builder(store.clone())
+                .namespace(key.namespace.clone())
+                .election(key.election.clone())
+                .identity(id)
+                .ttl(ttl)
+                .release_on_shutdown(release)
+                .build()
+                .expect("elector")
+        };
+        let leader = build("leader".into(), false);
+        tokio::time::timeout(Duration::from_secs(5), leader.acquired())
+            .await
+            .expect("leads")
+            .expect("alive");
+        let followers: Vec<Elector> = (0..20).map(|i| build(format!("f{i:02}"), true)).collect();
+        let start = Instant::now();
+        while store
+            .members(&key)
+            .await
+            .expect("members")
+            .iter()
+            .filter(|m| m.live)
+            .count()
+            < 21
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "[{}] members did not register",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The designated successor: first live member other than the leader.
+        let expected = store
+            .members(&key)
+            .await
+            .expect("members")
+            .into_iter()
+            .find(|m| m.live && m.identity != "leader")
+            .map(|m| m.identity)
+            .expect("a successor");
+        let before = counting.acquires();
+        leader.shutdown().await.expect("crash"); // no release: the lease must expire
+        let start = Instant::now();
+        while !followers.iter().any(|f| f.is_leader()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "[{}] no takeover",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let attempts = counting.acquires() - before;
+        let leaders: Vec<&str> = followers
+            .iter()
+            .filter(|f| f.is_leader())
+            .map(|f| f.identity())
+            .collect();
+        assert_eq!(
+            leaders.len(),
+            1,
+            "[{}] one successor: {leaders:?}",
+            self.name
+        );
+        if self.herd_bound <= 3 {
+            // Where a herd is tolerated (see `with_herd_bound`), so is another winner.
+            assert_eq!(
+                leaders,
+                [expected.as_str()],
+                "[{}] the designated successor succeeds",
+                self.name
+            );
+        }
+        assert!(
+            attempts <= self.herd_bound,
+            "[{}] {attempts} acquisition attempts for one failover",
+            self.name
+        );
+        for f in followers {
+            f.shutdown().await.expect("shutdown");
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! A wrapper around any store that counts the calls reaching it and can be
+//! told to fail or hang, so tests can drive the elector's error paths and
+//! count what it asks of a store without the store itself knowing about tests.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+use crate::store::{
+    Acquire, Capabilities, Changes, Claim, DynStore, ElectionKey, Handover, HistoryRecord,
+    LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+};
+
+/// The store operations [`Instrumented`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Op {
+    /// [`LeaseStore::try_acquire`].
+    Acquire,
+    /// [`LeaseStore::renew`].
+    Renew,
+    /// [`LeaseStore::release`].
+    Release,
+    /// [`LeaseStore::read`].
+    Read,
+    /// [`LeaseStore::list`].
+    List,
+    /// [`LeaseStore::heartbeat`].
+    Heartbeat,
+    /// [`LeaseStore::leave`].
+    Leave,
+    /// [`LeaseStore::members`].
+    Members,
+    /// [`LeaseStore::reap`].
+    Reap,
+    /// [`LeaseStore::hand_over`].
+    HandOver,
+    /// [`LeaseStore::request_handover`].
+    RequestHandover,
+    /// [`LeaseStore::history`].
+    History,
+    /// [`LeaseStore::flush`].
+    Flush,
+}
+
+const OPS: usize = 13;
+
+/// Wraps a store: delegates every call, counts calls per [`Op`], and has
+/// fault switches.
+///
+/// Calls are counted when they reach the wrapper, before any fault applies.
+/// The faults apply to every call that talks to the store (not to
+/// [`LeaseStore::capabilities`], [`LeaseStore::describe`],
+/// [`LeaseStore::subscribe`] or [`LeaseStore::flush`]): a call first hangs
+/// if [`Self::set_hang`] is on, else fails if [`Self::set_unavailable`] is on,
+/// and only then reaches the inner store.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tenure::store::{memory::MemoryStore, Claim, ElectionKey, LeaseStore};
+/// use tenure::testing::Instrumented;
+/// let store = Instrumented::new(Arc::new(MemoryStore::new()));
+/// let claim = Claim { key: ElectionKey::new("default", "cron"), holder: "a#1".into(),
+///                     metadata: String::new(), ttl: Duration::from_secs(10) };
+/// store.set_unavailable(true);
+/// assert!(store.try_acquire(&claim).await.is_err());
+/// store.set_unavailable(false);
+/// assert!(store.try_acquire(&claim).await.is_ok());
+/// assert_eq!(store.acquires(), 2);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Instrumented {
+    inner: DynStore,
+    calls: [AtomicU64; OPS],
+    unavailable: AtomicBool,
+    hang: AtomicBool,
+    hang_members: AtomicBool,
+    acquire_reply_delay_ms: AtomicU64,
+}
+
+impl Instrumented {
+    /// Wraps `inner`, with no fault switched on.
+    pub fn new(inner: DynStore) -> Self {
+        Self {
+            inner,
+            calls: Default::default(),
+            unavailable: AtomicBool::new(false),
+            hang: AtomicBool::new(false),
+            hang_members: AtomicBool::new(false),
+            acquire_reply_delay_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &DynStore {
+        &self.inner
+    }
+
+    /// How many calls of `op` reached the wrapper so far.
+    pub fn calls(&self, op: Op) -> u64 {
+        self.calls[op as usize].load(Ordering::SeqCst)
+    }
+
+    /// Acquisition attempts so far (`calls(Op::Acquire)`).
+    pub fn acquires(&self) -> u64 {
+        self.calls(Op::Acquire)
+    }
+
+    /// While set, every call fails with [`Error::Unavailable`].
+    pub fn set_unavailable(&self, on: bool) {
+        self.unavailable.store(on, Ordering::SeqCst);
+    }
+
+    /// While set, every call that starts never completes (a blackholed network).
+    pub fn set_hang(&self, on: bool) {
+        self.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// While set, member listing and reaping never complete (the lease calls
+    /// still work): a slow bookkeeping query.
+    pub fn set_hang_members(&self, on: bool) {
+        self.hang_members.store(on, Ordering::SeqCst);
+    }
+
+    /// Acquisitions commit at once but answer only after `delay` (real time):
+    /// a slow reply on the way back. Zero turns it off.
+    pub fn set_acquire_reply_delay(&self, delay: Duration) {
+        self.acquire_reply_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Counts a call of `op`, then applies the hang and unavailable faults.
+    async fn enter(&self, op: Op) -> Result<()> {
+        self.calls[op as usize].fetch_add(1, Ordering::SeqCst);
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.unavailable.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                source: None,
+                store: self.inner.describe(),
+                reason: "fault injected".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Self::enter`], then the member-listing hang.
+    async fn enter_members(&self, op: Op) -> Result<()> {
+        self.enter(op).await?;
+        if self.hang_members.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LeaseStore for Instrumented {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        self.enter(Op::Acquire).await?;
+        let result = self.inner.try_acquire(claim).await;
+        let delay = self.acquire_reply_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 && matches!(result, Ok(Acquire::Acquired(_))) {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        result
+    }
+
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.enter(Op::Renew).await?;
+        self.inner.renew(tenure, ttl).await
+    }
+
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.enter(Op::Release).await?;
+        self.inner.release(tenure).await
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        self.enter(Op::Read).await?;
+        self.inner.read(key).await
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        self.enter(Op::List).await?;
+        self.inner.list(namespace).await
+    }
+
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.enter(Op::Heartbeat).await?;
+        self.inner.heartbeat(member, ttl).await
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.enter(Op::Leave).await?;
+        self.inner.leave(key, holder).await
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.enter_members(Op::Members).await?;
+        self.inner.members(key).await
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.enter_members(Op::Reap).await?;
+        self.inner.reap(key).await
+    }
+
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<bool> {
+        self.enter(Op::HandOver).await?;
+        self.inner.hand_over(tenure, to, window, reason).await
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        self.enter(Op::RequestHandover).await?;
+        self.inner.request_handover(key, to, window, reason).await
+    }
+
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        self.enter(Op::History).await?;
+        self.inner.history(key, limit).await
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.calls[Op::Flush as usize].fetch_add(1, Ordering::SeqCst);
+        self.inner.flush().await
+    }
+
+    fn subscribe(&self) -> Option<Changes> {
+        self.inner.subscribe()
+    }
+}

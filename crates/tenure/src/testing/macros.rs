@@ -1,0 +1,90 @@
+//! `conformance_tests!`: the conformance suite as one named test per check.
+//!
+//! The list of checks lives here once; [`Conformance::run_all`] runs the
+//! same list.
+//!
+//! [`Conformance::run_all`]: super::Conformance::run_all
+
+/// Expands to a module `$store` holding one `#[tokio::test]` per conformance
+/// check, each named after its check, so that
+/// `cargo test --test conformance failover_without_a_herd` runs that check
+/// on every store, `cargo test postgres::` every check on one store, and a
+/// failing check does not hide the others.
+///
+/// `$setup` is an expression evaluated afresh in every test, giving a future
+/// whose output is a [`Conformance`](crate::testing::Conformance) or an
+/// `Option<Conformance>`: `None` skips the check (after the setup printed
+/// why, e.g. with [`connect_or_skip`](crate::testing::servers::connect_or_skip)).
+/// Anything the store needs for the length of a check (a temporary directory,
+/// a private server) can live in the suite's factory closure: the suite is
+/// dropped when the check ends. The module imports its parent's names
+/// (`use super::*`), so `$setup` may call helpers defined beside the macro.
+///
+/// The tests run on tokio's multi-threaded runtime: the calling crate needs
+/// `tokio` with the `macros` and `rt-multi-thread` features (a dev-dependency).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tenure::store::{memory::MemoryStore, DynStore};
+/// use tenure::testing::Conformance;
+///
+/// fn memory_suite() -> Conformance {
+///     // A memory store is private to one "connection", so share one instance.
+///     let store: DynStore = Arc::new(MemoryStore::new());
+///     Conformance::new("memory", move || {
+///         let s = store.clone();
+///         async move { s }
+///     })
+/// }
+///
+/// // Tests `memory::concurrent_candidates_one_winner_per_term`, ...
+/// tenure::conformance_tests!(memory, async { memory_suite() });
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($store:ident, $setup:expr $(,)?) => {
+        $crate::conformance_tests!(@with_checks [tests $store, $setup]);
+    };
+    // Every check, in the order `run_all` runs them.
+    (@with_checks [$($then:tt)*]) => {
+        $crate::conformance_tests!(@$($then)* ;
+            concurrent_candidates_one_winner_per_term,
+            non_holder_cannot_renew_or_release,
+            renew_after_expiry_fails_and_next_term_is_higher,
+            release_lets_another_acquire_at_once,
+            handovers_increase_terms,
+            sub_second_ttl,
+            times_come_from_the_store_clock,
+            same_identity_never_both_lead,
+            elector_handover_on_shutdown,
+            names_are_exact,
+            push_wakes_followers_on_release,
+            members_register_heartbeat_and_are_reaped,
+            handover_lets_only_the_target_acquire_within_the_window,
+            handover_request_makes_renewal_fail,
+            history_records_every_term_with_reasons,
+            failover_without_a_herd,
+            observers_see_every_change_and_never_write,
+        );
+    };
+    (@tests $store:ident, $setup:expr ; $($check:ident),* $(,)?) => {
+        mod $store {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $check() {
+                    let suite: ::std::option::Option<$crate::testing::Conformance> =
+                        ($setup).await.into();
+                    if let ::std::option::Option::Some(suite) = suite {
+                        suite.$check().await;
+                    }
+                }
+            )*
+        }
+    };
+    (@run_all $suite:expr ; $($check:ident),* $(,)?) => {
+        $( $suite.$check().await; )*
+    };
+}
