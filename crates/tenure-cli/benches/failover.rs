@@ -209,7 +209,8 @@ async fn run_store(url: &str, o: &Opts) {
         after_sigterm.push((next.acquired_at_us - sent_us) as f64 / 1000.0);
         // A fast successor can take over between two of our reads; the new
         // record then still carries the release time (store clock).
-        let released = released.or((next.start_reason == "release"
+        let released = released.or((next.start_reason
+            == Some(tenure::store::StartReason::Release)
             && next.previous_expires_at_us > 0)
             .then_some(next.previous_expires_at_us));
         if let Some(rel) = released {

@@ -70,7 +70,7 @@ async fn report_next(
                     "{} leads now (term {}, {}), {} ms after the request",
                     r.holder.as_deref().unwrap_or("?"),
                     r.term,
-                    r.start_reason,
+                    r.start_reason.map(|s| s.as_str()).unwrap_or("?"),
                     start.elapsed().as_millis()
                 );
                 return Ok(0);

@@ -3,7 +3,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
-use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord};
+use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord, StartReason};
 
 use crate::args::StatusArgs;
 use crate::failure::Failure;
@@ -99,9 +99,9 @@ fn render_history(r: &LeaseRecord, history: &[HistoryRecord]) -> String {
             h.term.to_string(),
             h.holder.clone(),
             timestamp(h.start_at_us),
-            h.start_reason.clone(),
+            h.start_reason.to_string(),
             h.end_at_us.map(timestamp).unwrap_or_else(|| "-".into()),
-            h.end_reason.clone(),
+            h.end_reason.map(|r| r.to_string()).unwrap_or_default(),
         ]);
     }
     let mut out = format!("\n{} recent terms:\n", r.key);
@@ -145,7 +145,7 @@ struct JsonRow<'a> {
     metadata: &'a str,
     version: u64,
     /// Why the current term began.
-    start_reason: &'a str,
+    start_reason: Option<StartReason>,
     members: &'a [MemberRecord],
     #[serde(skip_serializing_if = "<[HistoryRecord]>::is_empty")]
     history: &'a [HistoryRecord],
@@ -154,7 +154,7 @@ struct JsonRow<'a> {
 impl<'a> JsonRow<'a> {
     fn new(r: &'a LeaseRecord, members: &'a [MemberRecord], history: &'a [HistoryRecord]) -> Self {
         JsonRow {
-            start_reason: &r.start_reason,
+            start_reason: r.start_reason,
             members,
             history,
             namespace: &r.key.namespace,

@@ -460,7 +460,7 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
     }
     let key = tenure::store::ElectionKey::new("default", "jobs");
     let rec = store.read(&key).await.unwrap().unwrap();
-    assert_eq!(rec.handover_to, None, "no hand-over was written");
+    assert_eq!(rec.handover, None, "no hand-over was written");
     // The library refuses the same windows, and every store refuses windows
     // that could overflow now + window.
     let err = tenure::handover::transfer(
@@ -477,7 +477,7 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
             &key,
             &tenure::store::Handover::Anyone,
             std::time::Duration::from_secs(300_000 * 365 * 86_400),
-            "x",
+            tenure::store::HandoverReason::Transfer,
         )
         .await
         .unwrap_err();

@@ -16,7 +16,8 @@ use crate::config::{Config, Timing};
 use crate::error::{Error, Result};
 use crate::leadership::{Shared, State};
 use crate::store::{
-    changed, Acquire, Changes, Claim, DynStore, Handover, LeaseRecord, Member, Tenure,
+    changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
+    Tenure,
 };
 
 /// Requests from the [`Elector`](crate::Elector) handle.
@@ -199,7 +200,7 @@ impl Campaign {
                         tenure,
                         Handover::Anyone,
                         self.timing().handover_window,
-                        "resign",
+                        HandoverReason::Resign,
                     )
                     .await;
                 let _ = reply.send(result);
@@ -211,7 +212,7 @@ impl Campaign {
                         tenure,
                         Handover::To(identity),
                         self.timing().handover_window,
-                        "transfer",
+                        HandoverReason::Transfer,
                     )
                     .await;
                 let _ = reply.send(result);
@@ -353,7 +354,7 @@ impl Campaign {
     ) -> Result<Option<Duration>, Next> {
         let Some(r) = rec else { return Ok(None) };
         let me = self.config.identity.as_str();
-        if let Some(to) = r.handover_to.as_deref().filter(|to| *to != "*") {
+        if let Some(to) = r.handover.as_ref().and_then(Handover::target) {
             if r.handover_until_us > r.read_at_us {
                 if to == me {
                     return Ok(None);
@@ -743,17 +744,11 @@ impl Campaign {
         if rec.holder.as_deref() != Some(tenure.holder.as_str()) || rec.term != tenure.term {
             return None;
         }
-        let to = rec.handover_to.clone()?;
-        let to = if to == "*" {
-            Handover::Anyone
-        } else {
-            Handover::To(to)
-        };
+        let to = rec.handover.clone()?;
         let window = crate::store::remaining_from_us(rec.handover_until_us, rec.read_at_us);
-        let reason = if matches!(to, Handover::Anyone) {
-            "resign"
-        } else {
-            "transfer"
+        let reason = match to {
+            Handover::Anyone => HandoverReason::Resign,
+            Handover::To(_) => HandoverReason::Transfer,
         };
         tracing::info!(election = %self.config.key, term = tenure.term, "hand-over requested ({reason})");
         let _ = self.step_down_handover(tenure, to, window, reason).await;
@@ -803,7 +798,7 @@ impl Campaign {
                 tenure,
                 Handover::To(identity),
                 self.timing().handover_window,
-                "preempt",
+                HandoverReason::Preempt,
             )
             .await;
         self.hold_off().await
@@ -815,7 +810,7 @@ impl Campaign {
         tenure: &Tenure,
         to: Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<()> {
         self.shared.end();
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {reason}");

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::store::{DynStore, ElectionKey, Handover, LeaseRecord};
+use crate::store::{DynStore, ElectionKey, Handover, HandoverReason, LeaseRecord};
 
 /// Asks whoever leads `key` to step down; the next candidate takes over as
 /// soon as it has. Errors with [`Error::NoLeader`] if nobody leads.
@@ -26,7 +26,7 @@ pub async fn resign(store: &DynStore, key: &ElectionKey) -> Result<LeaseRecord> 
         .map(|r| r.ttl)
         .unwrap_or(Duration::from_secs(10));
     store
-        .request_handover(key, &Handover::Anyone, window, "resign")
+        .request_handover(key, &Handover::Anyone, window, HandoverReason::Resign)
         .await?
         .ok_or_else(|| Error::NoLeader {
             election: key.to_string(),
@@ -79,7 +79,7 @@ pub async fn transfer(
             key,
             &Handover::To(identity.to_string()),
             window + ttl,
-            "transfer",
+            HandoverReason::Transfer,
         )
         .await?
         .ok_or_else(|| Error::NoLeader {

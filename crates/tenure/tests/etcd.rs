@@ -230,7 +230,7 @@ async fn an_abandoned_tenure_on_the_shared_lease_is_taken_over() {
         .await
         .expect("read")
         .expect("record");
-    assert_eq!(rec.start_reason, "expiry");
+    assert_eq!(rec.start_reason, Some(tenure::store::StartReason::Expiry));
     assert_eq!(
         rec.previous_holder
             .as_deref()

@@ -96,7 +96,13 @@ async fn term_survives_lease_expiry_and_a_server_restart() {
     let history = store.history(&key, 10).await.unwrap();
     let reasons: Vec<(u64, &str, &str)> = history
         .iter()
-        .map(|h| (h.term, h.start_reason.as_str(), h.end_reason.as_str()))
+        .map(|h| {
+            (
+                h.term,
+                h.start_reason.as_str(),
+                h.end_reason.map(|r| r.as_str()).unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(
         reasons,

@@ -57,7 +57,12 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
         }
         // A resign request on one lease: its renewal must fail, the others not.
         store
-            .request_handover(&tenures[7].key, &Handover::Anyone, ttl, "resign")
+            .request_handover(
+                &tenures[7].key,
+                &Handover::Anyone,
+                ttl,
+                tenure::store::HandoverReason::Resign,
+            )
             .await
             .unwrap()
             .unwrap();
@@ -112,7 +117,8 @@ async fn shutdown_writes_the_end_of_the_term_before_returning() {
                 .unwrap();
             let last = history.iter().find(|h| h.term == term);
             assert!(
-                last.is_some_and(|h| h.end_reason == "released" && h.end_at_us.is_some()),
+                last.is_some_and(|h| h.end_reason == Some(tenure::store::EndReason::Released)
+                    && h.end_at_us.is_some()),
                 "{url}: run {i}: term {term} not closed right after shutdown: {history:?}"
             );
         }

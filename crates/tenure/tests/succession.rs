@@ -95,7 +95,7 @@ async fn priority_decides_the_successor_and_resign_hands_over_at_once() {
     eventually("high leads", || high.is_leader()).await;
     assert!(!low.is_leader() && !a.is_leader());
     let rec = w.store.read(&key()).await.unwrap().unwrap();
-    assert_eq!(rec.start_reason, "resign");
+    assert_eq!(rec.start_reason, Some(tenure::store::StartReason::Resign));
     for e in [a, low, high] {
         e.shutdown().await.unwrap();
     }
@@ -131,7 +131,7 @@ async fn transfer_goes_to_the_named_member_only() {
         "b has the higher priority but was not the target"
     );
     let rec = w.store.read(&key()).await.unwrap().unwrap();
-    assert_eq!(rec.start_reason, "transfer");
+    assert_eq!(rec.start_reason, Some(tenure::store::StartReason::Transfer));
     for e in [a, b, c] {
         e.shutdown().await.unwrap();
     }
@@ -180,7 +180,12 @@ async fn resign_and_transfer_requested_from_another_process() {
     let reasons: Vec<(&str, &str)> = history
         .iter()
         .rev()
-        .map(|h| (h.start_reason.as_str(), h.end_reason.as_str()))
+        .map(|h| {
+            (
+                h.start_reason.as_str(),
+                h.end_reason.map(|r| r.as_str()).unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(
         reasons,
@@ -221,7 +226,7 @@ async fn preemption_yields_to_higher_priority_after_the_stable_time() {
     eventually("vip leads", || vip.is_leader()).await;
     assert_eq!(
         w.store.read(&key()).await.unwrap().unwrap().start_reason,
-        "preempt"
+        Some(tenure::store::StartReason::Preempt)
     );
     a.shutdown().await.unwrap();
     vip.shutdown().await.unwrap();
@@ -259,7 +264,7 @@ async fn preemption_never_hands_over_to_a_member_with_a_stale_heartbeat() {
     assert!(a.is_leader(), "still leading: the ghost is not a successor");
     let rec = w.store.read(&key()).await.unwrap().unwrap();
     assert_eq!(rec.term, first.term(), "no hand-over happened");
-    assert_eq!(rec.handover_to, None);
+    assert_eq!(rec.handover, None);
     let ghost_listed = w.store.members(&key()).await.unwrap();
     assert!(
         ghost_listed.iter().any(|m| m.identity == "ghost" && m.live),

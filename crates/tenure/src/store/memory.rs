@@ -16,8 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Acquire, Capabilities, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord, LeaseStore,
-    Member, MemberRecord, Tenure,
+    Acquire, Capabilities, Claim, ElectionKey, EndReason, Handover, HandoverReason, HistoryRecord,
+    LeaseRecord, LeaseStore, Member, MemberRecord, StartReason, Tenure,
 };
 use crate::clock::{BootClock, SharedClock};
 use crate::error::Result;
@@ -178,7 +178,11 @@ impl MemoryStore {
             (claim.key.clone(), rec.term),
             HistoryRow {
                 holder: claim.holder.clone(),
-                start_reason: rec.start_reason.clone(),
+                start_reason: rec
+                    .start_reason
+                    .map(StartReason::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
                 start_us: now,
                 end_reason: String::new(),
                 end_us: 0,
@@ -219,9 +223,9 @@ impl MemoryStore {
             } else {
                 Duration::ZERO
             },
-            handover_to: (!row.handover_to.is_empty()).then(|| row.handover_to.clone()),
+            handover: Handover::from_column(&row.handover_to),
             handover_until_us: row.handover_until_us,
-            start_reason: row.start_reason.clone(),
+            start_reason: StartReason::from_column(&row.start_reason).ok().flatten(),
             previous_holder: (!row.prev_holder.is_empty()).then(|| row.prev_holder.clone()),
             previous_expires_at_us: row.prev_expires_us,
         }
@@ -371,8 +375,9 @@ impl LeaseStore for MemoryStore {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
+        let reason = reason.as_str();
         let window_us = super::handover_window_us(window)?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
@@ -398,8 +403,9 @@ impl LeaseStore for MemoryStore {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
+        let reason = reason.as_str();
         let window_us = super::handover_window_us(window)?;
         self.writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
@@ -424,14 +430,16 @@ impl LeaseStore for MemoryStore {
             .rev()
             .filter(|((k, _), _)| k == key)
             .take(limit)
-            .map(|((k, term), h)| HistoryRecord {
-                key: k.clone(),
-                term: *term,
-                holder: h.holder.clone(),
-                start_reason: h.start_reason.clone(),
-                start_at_us: h.start_us,
-                end_reason: h.end_reason.clone(),
-                end_at_us: (h.end_us != 0).then_some(h.end_us),
+            .filter_map(|((k, term), h)| {
+                Some(HistoryRecord {
+                    key: k.clone(),
+                    term: *term,
+                    holder: h.holder.clone(),
+                    start_reason: StartReason::required(&h.start_reason).ok()?,
+                    start_at_us: h.start_us,
+                    end_reason: EndReason::from_column(&h.end_reason).ok()?,
+                    end_at_us: (h.end_us != 0).then_some(h.end_us),
+                })
             })
             .collect())
     }

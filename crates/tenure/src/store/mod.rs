@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
+mod reason;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod registry;
@@ -28,6 +29,7 @@ pub mod sql;
 #[cfg(any(feature = "postgres", feature = "redis"))]
 mod wakeups;
 
+pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
 /// Names one election: a namespace (seed 002's data center) and an election name.
@@ -85,14 +87,13 @@ pub struct LeaseRecord {
     /// zero if expired or vacant. Followers sleep this long, not a fixed period.
     #[serde(with = "duration_ms")]
     pub remaining: Duration,
-    /// A pending or running hand-over: `Some("*")` after a resignation (anyone
-    /// may take over), `Some(identity)` for a transfer to that identity.
-    pub handover_to: Option<String>,
+    /// A pending or running hand-over: [`Handover::Anyone`] after a
+    /// resignation, [`Handover::To`] for a transfer to that identity.
+    pub handover: Option<Handover>,
     /// Until when (store clock, µs) only the transfer target may acquire.
     pub handover_until_us: i64,
-    /// Why the current term began: `first`, `release`, `expiry`, `resign`,
-    /// `transfer` or `preempt`.
-    pub start_reason: String,
+    /// Why the current term began; `None` if the lease was never acquired.
+    pub start_reason: Option<StartReason>,
     /// The holder before the current term, if its lease ended by expiry
     /// (empty after a release or hand-over).
     pub previous_holder: Option<String>,
@@ -112,25 +113,6 @@ impl LeaseRecord {
             self.holder.as_deref()
         } else {
             None
-        }
-    }
-}
-
-/// A request to hand leadership over; see [`LeaseStore::request_handover`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Handover {
-    /// The leader steps down and anyone may take over (a resignation).
-    Anyone,
-    /// The leader steps down and only this identity may acquire during the
-    /// hand-over window; after it, anyone.
-    To(String),
-}
-
-impl Handover {
-    pub(crate) fn column(&self) -> &str {
-        match self {
-            Handover::Anyone => "*",
-            Handover::To(identity) => identity,
         }
     }
 }
@@ -214,13 +196,12 @@ pub struct HistoryRecord {
     pub term: u64,
     /// Who held it.
     pub holder: String,
-    /// Why it began: `first`, `release`, `expiry`, `resign`, `transfer`, `preempt`.
-    pub start_reason: String,
+    /// Why it began.
+    pub start_reason: StartReason,
     /// When it began (store clock, µs).
     pub start_at_us: i64,
-    /// Why it ended (`released`, `expired`, `resign`, `transfer`, `preempt`);
-    /// empty while it lasts.
-    pub end_reason: String,
+    /// Why it ended; `None` while it lasts.
+    pub end_reason: Option<EndReason>,
     /// When it ended (store clock, µs), if it has.
     pub end_at_us: Option<i64>,
 }
@@ -362,7 +343,7 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool>;
 
     /// Asks whoever leads `key` to hand over (used by `tenure resign`/`transfer`
@@ -373,7 +354,7 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>>;
 
     /// The most recent terms of an election, newest first.
@@ -465,7 +446,7 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
         (**self).hand_over(tenure, to, window, reason).await
     }
@@ -474,7 +455,7 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         (**self).request_handover(key, to, window, reason).await
     }

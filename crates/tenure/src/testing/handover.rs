@@ -21,7 +21,7 @@ impl Conformance {
                 &tenure(&rec),
                 &crate::store::Handover::To("b".into()),
                 t.ms(300),
-                "transfer"
+                crate::store::HandoverReason::Transfer
             )
             .await
             .expect("hand over"));
@@ -30,12 +30,13 @@ impl Conformance {
         let b = must_acquire(&s, &claim(&key, "b#9", ttl)).await;
         t.next_term(&self.name, rec.term, b.term);
         assert_eq!(
-            b.start_reason, "transfer",
+            b.start_reason,
+            Some(crate::store::StartReason::Transfer),
             "[{}] reason recorded",
             self.name
         );
         assert_eq!(
-            b.handover_to, None,
+            b.handover, None,
             "[{}] acquisition clears the hand-over",
             self.name
         );
@@ -45,7 +46,7 @@ impl Conformance {
                 &tenure(&b),
                 &crate::store::Handover::To("ghost".into()),
                 t.ms(200),
-                "transfer"
+                crate::store::HandoverReason::Transfer
             )
             .await
             .expect("hand over"));
@@ -78,20 +79,30 @@ impl Conformance {
         let key = self.key("request");
         let ttl = Duration::from_secs(30);
         assert!(
-            s.request_handover(&key, &crate::store::Handover::Anyone, ttl, "resign")
-                .await
-                .expect("request")
-                .is_none(),
+            s.request_handover(
+                &key,
+                &crate::store::Handover::Anyone,
+                ttl,
+                crate::store::HandoverReason::Resign
+            )
+            .await
+            .expect("request")
+            .is_none(),
             "[{}] no leader, nothing to resign",
             self.name
         );
         let rec = must_acquire(&s, &claim(&key, "a#1", ttl)).await;
         let marked = s
-            .request_handover(&key, &crate::store::Handover::Anyone, ttl, "resign")
+            .request_handover(
+                &key,
+                &crate::store::Handover::Anyone,
+                ttl,
+                crate::store::HandoverReason::Resign,
+            )
             .await
             .expect("request")
             .expect("leader");
-        assert_eq!(marked.handover_to.as_deref(), Some("*"));
+        assert_eq!(marked.handover, Some(crate::store::Handover::Anyone));
         assert!(
             !s.renew(&tenure(&rec), ttl).await.expect("renew"),
             "[{}] renewal fails once a hand-over is requested",
@@ -103,11 +114,11 @@ impl Conformance {
                 &tenure(&rec),
                 &crate::store::Handover::Anyone,
                 ttl,
-                "resign"
+                crate::store::HandoverReason::Resign
             )
             .await
             .expect("step down"));
         let b = must_acquire(&s, &claim(&key, "b#1", ttl)).await;
-        assert_eq!(b.start_reason, "resign");
+        assert_eq!(b.start_reason, Some(crate::store::StartReason::Resign));
     }
 }

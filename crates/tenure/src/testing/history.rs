@@ -1,5 +1,6 @@
 //! Conformance checks. History: every term with why it began and ended.
 
+use crate::store::{EndReason, StartReason};
 use std::time::{Duration, Instant};
 
 use super::{claim, must_acquire, shared, tenure, wait_expired, Conformance};
@@ -20,8 +21,9 @@ impl Conformance {
         let start = Instant::now();
         let h = loop {
             let h = s.history(&key, 10).await.expect("history");
-            let complete =
-                h.len() == 3 && h[1].end_reason == "released" && h[2].end_reason == "expired";
+            let complete = h.len() == 3
+                && h[1].end_reason == Some(EndReason::Released)
+                && h[2].end_reason == Some(EndReason::Expired);
             if complete || start.elapsed() > Duration::from_secs(5) {
                 break h;
             }
@@ -35,8 +37,8 @@ impl Conformance {
             self.name
         );
         assert_eq!(
-            (h[2].start_reason.as_str(), h[2].end_reason.as_str()),
-            ("first", "expired"),
+            (h[2].start_reason, h[2].end_reason),
+            (StartReason::First, Some(EndReason::Expired)),
             "[{}] {:?}",
             self.name,
             h[2]
@@ -48,15 +50,15 @@ impl Conformance {
             self.name
         );
         assert_eq!(
-            (h[1].start_reason.as_str(), h[1].end_reason.as_str()),
-            ("expiry", "released"),
+            (h[1].start_reason, h[1].end_reason),
+            (StartReason::Expiry, Some(EndReason::Released)),
             "[{}] {:?}",
             self.name,
             h[1]
         );
         assert_eq!(
-            (h[0].start_reason.as_str(), h[0].end_at_us),
-            ("release", None),
+            (h[0].start_reason, h[0].end_at_us),
+            (StartReason::Release, None),
             "[{}] {:?}",
             self.name,
             h[0]

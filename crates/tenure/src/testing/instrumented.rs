@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::store::{
-    Acquire, Capabilities, Changes, Claim, DynStore, ElectionKey, Handover, HistoryRecord,
-    LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+    Acquire, Capabilities, Changes, Claim, DynStore, ElectionKey, Handover, HandoverReason,
+    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
 
 /// The store operations [`Instrumented`] counts.
@@ -225,7 +225,7 @@ impl LeaseStore for Instrumented {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
         self.enter(Op::HandOver).await?;
         self.inner.hand_over(tenure, to, window, reason).await
@@ -236,7 +236,7 @@ impl LeaseStore for Instrumented {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         self.enter(Op::RequestHandover).await?;
         self.inner.request_handover(key, to, window, reason).await

@@ -12,7 +12,7 @@ use super::sweeper::{HeldTenure, PendingAcquire};
 use super::values::{HistoryValue, State};
 use super::Inner;
 use crate::error::Result;
-use crate::store::{identity_of, Acquire, Claim, LeaseRecord};
+use crate::store::{identity_of, Acquire, Claim, LeaseRecord, StartReason};
 
 impl Inner {
     pub(super) async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
@@ -181,9 +181,9 @@ impl Inner {
             expires_at_us: now + us(claim.ttl),
             read_at_us: now,
             remaining: claim.ttl,
-            handover_to: None,
+            handover: None,
             handover_until_us: 0,
-            start_reason,
+            start_reason: StartReason::from_column(&start_reason).ok().flatten(),
             previous_holder,
             previous_expires_at_us: previous_expires,
         })))

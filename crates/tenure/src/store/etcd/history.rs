@@ -9,7 +9,7 @@ use super::retry::retry;
 use super::values::HistoryValue;
 use super::Inner;
 use crate::error::Result;
-use crate::store::{ElectionKey, HistoryRecord};
+use crate::store::{ElectionKey, EndReason, HistoryRecord, StartReason};
 
 impl Inner {
     /// Records a term's end in its history entry (best effort).
@@ -144,9 +144,9 @@ impl Inner {
                     key: key.clone(),
                     term,
                     holder: h.holder,
-                    start_reason: h.start_reason,
+                    start_reason: StartReason::required(&h.start_reason).ok()?,
                     start_at_us: h.start_at_us,
-                    end_reason: h.end_reason,
+                    end_reason: EndReason::from_column(&h.end_reason).ok()?,
                     end_at_us: h.end_at_us,
                 })
             })

@@ -76,8 +76,8 @@ use tokio::sync::broadcast;
 use self::lease::{ProcessLease, SECOND};
 use self::sweeper::Held;
 use super::{
-    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord,
-    LeaseStore, Member, MemberRecord, Tenure,
+    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HandoverReason, HistoryRecord,
+    LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
 use crate::error::Result;
 
@@ -207,20 +207,24 @@ impl LeaseStore for EtcdStore {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
         crate::store::handover_window_us(window)?;
-        self.inner.hand_over(tenure, to, window, reason).await
+        self.inner
+            .hand_over(tenure, to, window, reason.as_str())
+            .await
     }
     async fn request_handover(
         &self,
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         crate::store::handover_window_us(window)?;
-        self.inner.request_handover(key, to, window, reason).await
+        self.inner
+            .request_handover(key, to, window, reason.as_str())
+            .await
     }
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         self.inner.history(key, limit).await

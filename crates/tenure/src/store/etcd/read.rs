@@ -11,7 +11,7 @@ use super::lease::SECOND;
 use super::values::{HandoverValue, State};
 use super::Inner;
 use crate::error::Result;
-use crate::store::{ElectionKey, LeaseRecord};
+use crate::store::{ElectionKey, Handover, LeaseRecord, StartReason};
 
 /// One consistent read of an election's keys.
 pub(super) struct Snapshot {
@@ -114,9 +114,10 @@ impl Inner {
             expires_at_us: st.expires_at_us,
             read_at_us: read_at,
             remaining: Duration::ZERO,
-            handover_to: None,
+            handover: None,
             handover_until_us: 0,
-            start_reason: st.start_reason.clone(),
+            start_reason: StartReason::from_column(&st.start_reason)
+                .map_err(|e| self.protocol(format!("the state of {key} holds {e}")))?,
             previous_holder: st.previous_holder.clone(),
             previous_expires_at_us: st.previous_expires_at_us,
         };
@@ -131,7 +132,7 @@ impl Inner {
                     // The state is from an older term (it is written in the
                     // same transaction, so this means foreign data).
                     rec.ttl = Duration::ZERO;
-                    rec.start_reason = String::new();
+                    rec.start_reason = None;
                     rec.previous_holder = None;
                 }
                 if let Some(left) = lease_ttl {
@@ -162,14 +163,14 @@ impl Inner {
             }
         }
         if let Some(h) = snap.handover() {
-            rec.handover_to = Some(h.to.clone());
+            rec.handover = Handover::from_column(&h.to);
             rec.handover_until_us = if h.requested {
                 read_at.saturating_add(i64::try_from(h.window_ms).unwrap_or(0).saturating_mul(1000))
             } else {
                 read_at + handover_ttl.map(us).unwrap_or(0)
             };
             if !h.requested && handover_ttl.is_none() {
-                rec.handover_to = None;
+                rec.handover = None;
                 rec.handover_until_us = 0;
             }
         }

@@ -42,8 +42,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Value;
 
 use super::{
-    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HistoryRecord, LeaseRecord,
-    LeaseStore, Member, MemberRecord, StoreOptions, Tenure,
+    Acquire, Capabilities, Changes, Claim, ElectionKey, EndReason, Handover, HandoverReason,
+    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, StartReason, StoreOptions,
+    Tenure,
 };
 use crate::error::{Error, Result};
 use scripts::Scripts;
@@ -213,9 +214,10 @@ impl RedisStore {
             acquired_at_us: n(5)?,
             renewed_at_us: n(6)?,
             expires_at_us,
-            handover_to: text(8),
+            handover: Handover::from_column(&f[8]),
             handover_until_us: n(9)?,
-            start_reason: f[13].clone(),
+            start_reason: StartReason::from_column(&f[13])
+                .map_err(|e| self.protocol(format!("{e} for {key}")))?,
             previous_holder: text(11),
             previous_expires_at_us: n(12)?,
             read_at_us,
@@ -446,9 +448,10 @@ impl LeaseStore for RedisStore {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
-        self.step_down(tenure, to.column(), window, reason).await
+        self.step_down(tenure, to.column(), window, reason.as_str())
+            .await
     }
 
     async fn request_handover(
@@ -456,7 +459,7 @@ impl LeaseStore for RedisStore {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         let window_us = super::handover_window_us(window)?;
         let fields: Vec<String> = self
@@ -466,7 +469,7 @@ impl LeaseStore for RedisStore {
                     .key(self.key("lease", key))
                     .arg(to.column())
                     .arg(window_us)
-                    .arg(reason)
+                    .arg(reason.as_str())
                     .arg(self.channel())
                     .arg(Self::member(key)),
             )
@@ -495,9 +498,11 @@ impl LeaseStore for RedisStore {
                 key: key.clone(),
                 term,
                 holder: json_str(&v, "holder"),
-                start_reason: json_str(&v, "start_reason"),
+                start_reason: StartReason::required(&json_str(&v, "start_reason"))
+                    .map_err(|e| self.protocol(format!("{e} in a history entry")))?,
                 start_at_us: json_i64(&v, "start_us"),
-                end_reason: json_str(&v, "end_reason"),
+                end_reason: EndReason::from_column(&json_str(&v, "end_reason"))
+                    .map_err(|e| self.protocol(format!("{e} in a history entry")))?,
                 end_at_us: (end_at_us != 0).then_some(end_at_us),
             });
         }

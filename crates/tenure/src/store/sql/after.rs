@@ -9,7 +9,7 @@ use super::dialect::Dialect;
 use super::push;
 use super::statements::{sent, term_i64, Statements};
 use super::SqlStore;
-use crate::store::{ElectionKey, LeaseRecord, Tenure};
+use crate::store::{ElectionKey, EndReason, LeaseRecord, StartReason, Tenure};
 
 impl SqlStore {
     fn after(&self) -> After {
@@ -43,7 +43,7 @@ impl SqlStore {
                             after.record_start(&rec).await;
                         }
                         AfterJob::Close(tenure, reason) => {
-                            after.close_history_now(&tenure, &reason).await;
+                            after.close_history_now(&tenure, reason).await;
                         }
                         AfterJob::Flush(done) => {
                             let _ = done.send(());
@@ -70,7 +70,7 @@ impl SqlStore {
 /// Work that follows a decided change; see [`SqlStore::after_change`].
 pub(super) enum AfterJob {
     Start(LeaseRecord),
-    Close(Tenure, String),
+    Close(Tenure, EndReason),
     /// Answered once every job queued before it is done.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -98,7 +98,11 @@ impl After {
             .bind(rec.key.election.as_str())
             .bind(term_i64(rec.term))
             .bind(holder)
-            .bind(rec.start_reason.as_str())
+            .bind(
+                rec.start_reason
+                    .map(StartReason::as_str)
+                    .unwrap_or_default(),
+            )
             .bind(rec.acquired_at_us)
             .execute(&self.pool)
             .await;
@@ -108,7 +112,7 @@ impl After {
         if rec.previous_holder.is_some() && rec.term > 1 {
             let closed = sqlx::query(&sent(self.dialect, &self.statements.close_history_at))
                 .bind(rec.previous_expires_at_us)
-                .bind("expired")
+                .bind(EndReason::Expired.as_str())
                 .bind(rec.key.namespace.as_str())
                 .bind(rec.key.election.as_str())
                 .bind(term_i64(rec.term - 1))
@@ -130,9 +134,9 @@ impl After {
         }
     }
 
-    async fn close_history_now(&self, tenure: &Tenure, reason: &str) {
+    async fn close_history_now(&self, tenure: &Tenure, reason: EndReason) {
         let closed = sqlx::query(&sent(self.dialect, &self.statements.close_history_now))
-            .bind(reason)
+            .bind(reason.as_str())
             .bind(tenure.key.namespace.as_str())
             .bind(tenure.key.election.as_str())
             .bind(term_i64(tenure.term))

@@ -6,7 +6,15 @@ use std::time::Duration;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::store::{remaining_from_us, ElectionKey, HistoryRecord, LeaseRecord, MemberRecord};
+use crate::store::{
+    remaining_from_us, ElectionKey, EndReason, Handover, HistoryRecord, LeaseRecord, MemberRecord,
+    StartReason,
+};
+
+/// A stored value that no version of tenure writes, as a decode error.
+fn bad_value(what: String) -> sqlx::Error {
+    sqlx::Error::Decode(what.into())
+}
 
 pub(super) fn decode_record(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
     let holder: String = row.try_get("holder")?;
@@ -31,9 +39,10 @@ pub(super) fn decode_record(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
         renewed_at_us: row.try_get("renewed_us")?,
         expires_at_us,
         read_at_us: now_us,
-        handover_to: Some(row.try_get::<String, _>("handover_to")?).filter(|h| !h.is_empty()),
+        handover: Handover::from_column(&row.try_get::<String, _>("handover_to")?),
         handover_until_us: row.try_get("handover_until_us")?,
-        start_reason: row.try_get("start_reason")?,
+        start_reason: StartReason::from_column(&row.try_get::<String, _>("start_reason")?)
+            .map_err(bad_value)?,
         previous_holder: Some(row.try_get::<String, _>("prev_holder")?).filter(|h| !h.is_empty()),
         previous_expires_at_us: row.try_get("prev_expires_us")?,
     })
@@ -68,9 +77,11 @@ pub(super) fn decode_history(row: &AnyRow) -> Result<HistoryRecord, sqlx::Error>
         },
         term: row.try_get::<i64, _>("term")?.max(0) as u64,
         holder: row.try_get("holder")?,
-        start_reason: row.try_get("start_reason")?,
+        start_reason: StartReason::required(&row.try_get::<String, _>("start_reason")?)
+            .map_err(bad_value)?,
         start_at_us: row.try_get("start_us")?,
-        end_reason: row.try_get("end_reason")?,
+        end_reason: EndReason::from_column(&row.try_get::<String, _>("end_reason")?)
+            .map_err(bad_value)?,
         end_at_us: (end_us != 0).then_some(end_us),
     })
 }

@@ -13,8 +13,8 @@ use super::statements::{duration_us, sent, term_i64};
 use super::SqlStore;
 use crate::error::Result;
 use crate::store::{
-    handover_window_us, identity_of, Acquire, Capabilities, Changes, Claim, ElectionKey, Handover,
-    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+    handover_window_us, identity_of, Acquire, Capabilities, Changes, Claim, ElectionKey, EndReason,
+    Handover, HandoverReason, HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
 
 impl SqlStore {
@@ -167,7 +167,7 @@ impl LeaseStore for SqlStore {
             // releases on its way out may exit before the queue runs, and its
             // successor would then wait for its next poll.
             self.notify(&tenure.key).await;
-            self.after_change(AfterJob::Close(tenure.clone(), "released".into()));
+            self.after_change(AfterJob::Close(tenure.clone(), EndReason::Released));
         }
         Ok(released)
     }
@@ -231,13 +231,13 @@ impl LeaseStore for SqlStore {
         tenure: &Tenure,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<bool> {
         let window_us = handover_window_us(window)?;
         let done = sqlx::query(&sent(self.dialect, &self.statements.hand_over))
             .bind(to.column())
             .bind(window_us)
-            .bind(reason)
+            .bind(reason.as_str())
             .bind(tenure.key.namespace.as_str())
             .bind(tenure.key.election.as_str())
             .bind(tenure.holder.as_str())
@@ -249,7 +249,7 @@ impl LeaseStore for SqlStore {
         if done {
             // As in `release`: the notification must not wait in the queue.
             self.notify(&tenure.key).await;
-            self.after_change(AfterJob::Close(tenure.clone(), reason.to_string()));
+            self.after_change(AfterJob::Close(tenure.clone(), reason.into()));
         }
         Ok(done)
     }
@@ -259,13 +259,13 @@ impl LeaseStore for SqlStore {
         key: &ElectionKey,
         to: &Handover,
         window: Duration,
-        reason: &str,
+        reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         let window_us = handover_window_us(window)?;
         let done = sqlx::query(&sent(self.dialect, &self.statements.request_handover))
             .bind(to.column())
             .bind(window_us)
-            .bind(reason)
+            .bind(reason.as_str())
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
             .execute(&self.pool)
