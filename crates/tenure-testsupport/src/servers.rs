@@ -93,11 +93,26 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; another process may take it).
+/// A free TCP port on 127.0.0.1 (free when asked; another process may take
+/// it). Never the same port twice in one test process: the kernel hands a
+/// just-released port out again, and two private servers started side by
+/// side (parallel tests, the members of one etcd cluster) then collided.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    // Keep the candidates bound until one is new, so the kernel offers others.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.get_or_insert_with(HashSet::new).insert(port) {
+            return Ok(port);
+        }
+        held.push(listener);
+    }
+    Err(std::io::Error::other("no unused free port after 64 tries"))
 }
 
 fn pg_bin(name: &str) -> PathBuf {
