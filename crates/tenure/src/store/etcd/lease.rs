@@ -275,6 +275,88 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU64;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A TCP proxy that delays everything the server sends by `delay` ms
+    /// (order kept), so a call can be caught in flight.
+    async fn delaying_proxy(upstream: String, delay: Arc<AtomicU64>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+                let delay = delay.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = sr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let due =
+                            Instant::now() + Duration::from_millis(delay.load(Ordering::SeqCst));
+                        if tx.send((due, buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    while let Some((due, bytes)) = rx.recv().await {
+                        tokio::time::sleep_until(due.into()).await;
+                        if cw.write_all(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// A caller that starts while a grant is in flight must not count that
+    /// grant as sent after it started: its deadline, counted from its own
+    /// start, could outlast the lease. Grants are numbered before they are
+    /// sent, like keep-alives, so the caller runs a round of its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_grant_in_flight_is_not_fresh_for_a_later_caller() {
+        let Some(etcd) =
+            tenure_testsupport::EtcdCluster::start_or_skip(1, crate::testing::servers::required())
+        else {
+            return;
+        };
+        let upstream = etcd.url().trim_start_matches("etcd://").to_string();
+        let delay = Arc::new(AtomicU64::new(0));
+        let port = delaying_proxy(upstream, delay.clone()).await;
+        let store = super::super::EtcdStore::connect(
+            &format!("etcd://127.0.0.1:{port}"),
+            &crate::store::StoreOptions::default(),
+        )
+        .await
+        .expect("etcd through the proxy");
+        let inner = store.inner.clone();
+        let lease = inner.process_lease(Duration::from_secs(5));
+        delay.store(300, Ordering::SeqCst);
+        let (a_inner, a_lease) = (inner.clone(), lease.clone());
+        let granting = tokio::spawn(async move { a_lease.fresh(&a_inner, false).await });
+        // The grant is on its way (its answer held back by the proxy).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let b_started = Instant::now();
+        lease.fresh(&inner, false).await.expect("fresh lease for b");
+        granting.await.expect("join").expect("grant");
+        let (_, alive_since) = lease.conn.lock().await.alive_at.expect("alive");
+        assert!(
+            alive_since >= b_started,
+            "b was handed a lease round sent {:?} before it started",
+            b_started - alive_since
+        );
+    }
 
     #[test]
     fn whole_seconds() {
