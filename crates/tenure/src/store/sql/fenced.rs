@@ -11,7 +11,7 @@ use sqlx::any::Any;
 use sqlx::pool::PoolConnection;
 use sqlx::{AnyConnection, Executor};
 
-use super::statements::{sent, term_i64};
+use super::statements::{bind_tenure, sent};
 use super::SqlStore;
 use crate::error::{Error, Result};
 use crate::store::Tenure;
@@ -54,14 +54,13 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         .execute(store.dialect.begin_write())
         .await
         .map_err(|e| store.wrap(e))?;
-    let held = sqlx::query(&sent(store.dialect, &store.statements.fence))
-        .bind(tenure.key.namespace.as_str())
-        .bind(tenure.key.election.as_str())
-        .bind(tenure.holder.as_str())
-        .bind(term_i64(tenure.term))
-        .fetch_optional(tx.connection())
-        .await
-        .map_err(|e| store.wrap(e))?;
+    let held = bind_tenure(
+        sqlx::query(&sent(store.dialect, &store.statements.fence)),
+        tenure,
+    )
+    .fetch_optional(tx.connection())
+    .await
+    .map_err(|e| store.wrap(e))?;
     if held.is_none() {
         tx.rollback().await?;
         return Err(Error::NotLeader {

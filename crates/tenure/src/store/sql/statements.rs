@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::dialect::Dialect;
+use crate::store::Tenure;
 
 /// The columns every lease read returns, in the order [`decode_record`](super::decode::decode_record) expects.
 const RECORD_COLUMNS: &str = "namespace, election, holder, metadata, term, version, ttl_us, \
@@ -159,4 +160,17 @@ pub(super) fn duration_us(d: Duration) -> i64 {
 /// A term as the signed integer the statements bind.
 pub(super) fn term_i64(term: u64) -> i64 {
     i64::try_from(term).unwrap_or(i64::MAX)
+}
+
+/// A statement with its arguments bound so far.
+pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds the four values that name one tenure (namespace, election, holder,
+/// term), in the order every statement that checks a tenure lists them.
+pub(super) fn bind_tenure<'q>(query: Query<'q>, tenure: &'q Tenure) -> Query<'q> {
+    query
+        .bind(tenure.key.namespace.as_str())
+        .bind(tenure.key.election.as_str())
+        .bind(tenure.holder.as_str())
+        .bind(term_i64(tenure.term))
 }

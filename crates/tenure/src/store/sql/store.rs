@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use super::after::AfterJob;
 use super::decode::{decode_history, decode_member, decode_record};
 use super::dialect::Dialect;
-use super::statements::{duration_us, sent, term_i64};
+use super::statements::{bind_tenure, duration_us, sent};
 use super::SqlStore;
 use crate::error::Result;
 use crate::store::{
@@ -92,28 +92,26 @@ impl SqlStore {
     /// One lease renewed by `sql`, the renew-unchecked build's statement.
     async fn renew_one(&self, sql: &str, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         let ttl_us = duration_us(ttl);
-        let done = sqlx::query(&sent(self.dialect, sql))
-            .bind(ttl_us)
-            .bind(ttl_us)
-            .bind(tenure.key.namespace.as_str())
-            .bind(tenure.key.election.as_str())
-            .bind(tenure.holder.as_str())
-            .bind(term_i64(tenure.term))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
+        let done = bind_tenure(
+            sqlx::query(&sent(self.dialect, sql))
+                .bind(ttl_us)
+                .bind(ttl_us),
+            tenure,
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.wrap(e))?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn release_inner(&self, tenure: &Tenure) -> Result<bool> {
-        let done = sqlx::query(&sent(self.dialect, &self.statements.release))
-            .bind(tenure.key.namespace.as_str())
-            .bind(tenure.key.election.as_str())
-            .bind(tenure.holder.as_str())
-            .bind(term_i64(tenure.term))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
+        let done = bind_tenure(
+            sqlx::query(&sent(self.dialect, &self.statements.release)),
+            tenure,
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.wrap(e))?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -234,17 +232,16 @@ impl LeaseStore for SqlStore {
         reason: HandoverReason,
     ) -> Result<bool> {
         let window_us = handover_window_us(window)?;
-        let done = sqlx::query(&sent(self.dialect, &self.statements.hand_over))
-            .bind(to.column())
-            .bind(window_us)
-            .bind(reason.as_str())
-            .bind(tenure.key.namespace.as_str())
-            .bind(tenure.key.election.as_str())
-            .bind(tenure.holder.as_str())
-            .bind(term_i64(tenure.term))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
+        let done = bind_tenure(
+            sqlx::query(&sent(self.dialect, &self.statements.hand_over))
+                .bind(to.column())
+                .bind(window_us)
+                .bind(reason.as_str()),
+            tenure,
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.wrap(e))?;
         let done = done.rows_affected() == 1;
         if done {
             // As in `release`: the notification must not wait in the queue.
