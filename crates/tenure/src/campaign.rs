@@ -268,9 +268,18 @@ impl Campaign {
         }
     }
 
-    /// How long to wait before looking again at a lease held by someone else.
+    /// How long to wait before looking again at a lease held by someone else:
+    /// until it would expire by the store's clock. Where the store pushes
+    /// changes, nothing sooner: a release or hand-over wakes us, so an idle
+    /// follower reads once per lease lifetime instead of every poll period
+    /// (12 reads a second). Without push, a poll period, to see a release.
     fn wait_for(&self, rec: &LeaseRecord) -> Duration {
-        jittered(self.timing().poll_period).min(rec.remaining + self.timing().settle)
+        let until_expiry = rec.remaining + self.timing().settle;
+        if self.changes.is_some() {
+            until_expiry
+        } else {
+            jittered(self.timing().poll_period).min(until_expiry)
+        }
     }
 
     fn publish_record(&self, rec: Option<&LeaseRecord>) {
@@ -359,10 +368,15 @@ impl Campaign {
                 if to == me {
                     return Ok(None);
                 }
+                // Only the target may acquire until the window ends; its
+                // acquisition is pushed where the store pushes changes.
                 let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
-                return Ok(Some(
-                    left.min(jittered(self.timing().poll_period)) + self.timing().settle,
-                ));
+                let left = if self.changes.is_some() {
+                    left
+                } else {
+                    left.min(jittered(self.timing().poll_period))
+                };
+                return Ok(Some(left + self.timing().settle));
             }
         }
         let store = self.store.clone();

@@ -28,6 +28,14 @@ pub(super) fn parse_election_key(prefix: &str, key: &[u8]) -> Option<ElectionKey
     Some(ElectionKey::new(unseg(ns), unseg(election)))
 }
 
+/// Whether `key` is an election's state key (`<prefix>/state/...`).
+pub(super) fn is_state_key(prefix: &str, key: &[u8]) -> bool {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.strip_prefix(prefix))
+        .is_some_and(|rest| rest.starts_with("/state/"))
+}
+
 impl Inner {
     pub(super) fn k(&self, kind: &str, key: &ElectionKey) -> String {
         format!(
@@ -61,5 +69,7 @@ mod tests {
         assert_eq!(k, ElectionKey::new("a/b", "c%d"));
         assert_eq!(seg("a/b%"), "a%2Fb%25");
         assert!(parse_election_key("p", b"p/member/a/b/c").is_none());
+        assert!(is_state_key("p", b"p/state/a/b"));
+        assert!(!is_state_key("p", b"p/lease/a/b"));
     }
 }

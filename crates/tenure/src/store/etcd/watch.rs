@@ -5,7 +5,7 @@ use std::time::Duration;
 use etcd_client::{Client, WatchOptions};
 use tokio::sync::broadcast;
 
-use super::keys::parse_election_key;
+use super::keys::{is_state_key, parse_election_key};
 use crate::store::ElectionKey;
 
 /// Watches the prefix and turns changes of lease, state and hand-over keys
@@ -42,6 +42,15 @@ pub(super) async fn watch_loop(
                             }
                             for ev in resp.events() {
                                 let Some(kv) = ev.kv() else { continue };
+                                // Every renewal rewrites the state key's
+                                // informational times: waking followers for
+                                // it made each read the lease after every
+                                // renewal. A term's start and end always
+                                // create or delete the lease key, and a
+                                // hand-over writes its own key.
+                                if is_state_key(&prefix, kv.key()) {
+                                    continue;
+                                }
                                 if let Some(key) = parse_election_key(&prefix, kv.key()) {
                                     let _ = tx.send(Some(key));
                                 }
