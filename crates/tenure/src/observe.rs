@@ -13,6 +13,10 @@ use tokio::task::JoinHandle;
 
 use crate::store::{DynStore, ElectionKey, LeaseRecord};
 
+/// How often an observer re-reads when the store pushes changes and no lease
+/// is due to expire sooner: only to recover from a lost notification.
+const PUSH_FALLBACK_POLL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Which elections to observe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -195,7 +199,13 @@ async fn run(
                         return;
                     }
                 }
-                let mut wait = options.poll_period;
+                // With push, changes wake us and held leases are read when
+                // they would expire; the slow poll only covers a lost push.
+                let mut wait = if changes.is_some() {
+                    PUSH_FALLBACK_POLL.max(options.poll_period)
+                } else {
+                    options.poll_period
+                };
                 for (key, rec) in rows {
                     if let Some(r) = rec.as_ref().filter(|r| r.is_held()) {
                         // Wake when this lease is due to expire, to report it at once.
