@@ -199,17 +199,21 @@ async fn run(
                         return;
                     }
                 }
-                // With push, changes wake us and held leases are read when
-                // they would expire; the slow poll only covers a lost push.
+                // With push, a release or hand-over wakes us and held leases
+                // are read when they would expire; the slow poll only covers
+                // a lost push. An election nobody holds is polled: not every
+                // store pushes an acquisition (MySQL's named locks signal
+                // only a leader letting go).
                 let mut wait = if changes.is_some() {
                     PUSH_FALLBACK_POLL.max(options.poll_period)
                 } else {
                     options.poll_period
                 };
                 for (key, rec) in rows {
-                    if let Some(r) = rec.as_ref().filter(|r| r.is_held()) {
+                    match rec.as_ref().filter(|r| r.is_held()) {
                         // Wake when this lease is due to expire, to report it at once.
-                        wait = wait.min(r.remaining + Duration::from_millis(2));
+                        Some(r) => wait = wait.min(r.remaining + Duration::from_millis(2)),
+                        None => wait = wait.min(options.poll_period),
                     }
                     let now = seen(rec.as_ref());
                     if last.get(&key) == Some(&now) {

@@ -27,6 +27,13 @@ impl Wakeups {
         }
     }
 
+    /// Wakes every subscriber for `key` (for stores whose wake-ups come from
+    /// their own calls rather than a listener task).
+    #[cfg(feature = "mysql")]
+    pub(crate) fn send(&self, key: ElectionKey) {
+        let _ = self.tx.send(Some(key));
+    }
+
     /// A new subscriber; the first call spawns `listen` on the current tokio
     /// runtime. `None` outside a runtime (callers then poll).
     pub(super) fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>

@@ -131,6 +131,13 @@ impl SqlStore {
                 &options.table_prefix,
                 described.clone(),
             ),
+            #[cfg(feature = "mysql")]
+            named_locks: (dialect == Dialect::MySql).then(|| {
+                std::sync::Arc::new(super::named_locks::NamedLocks::new(
+                    pool.clone(),
+                    &options.table_prefix,
+                ))
+            }),
             pool,
             dialect,
             statements: std::sync::Arc::new(Statements::new(dialect, &options.table_prefix)),

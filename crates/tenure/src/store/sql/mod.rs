@@ -33,6 +33,8 @@ mod decode;
 mod dialect;
 mod errors;
 mod fenced;
+#[cfg(feature = "mysql")]
+mod named_locks;
 #[cfg(feature = "postgres")]
 mod push;
 mod schema;
@@ -73,6 +75,9 @@ pub struct SqlStore {
     described: String,
     #[cfg(feature = "postgres")]
     push: Option<Arc<push::PushHub>>,
+    /// MySQL/MariaDB wake-ups through named locks.
+    #[cfg(feature = "mysql")]
+    named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<AfterJob>>,

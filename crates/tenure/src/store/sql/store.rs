@@ -18,6 +18,19 @@ use crate::store::{
 };
 
 impl SqlStore {
+    /// A tenure of `key` ended here: free its named lock (MySQL), waking
+    /// the followers that wait on it.
+    async fn named_lock_ended(&self, key: &ElectionKey) {
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            locks.ended(key).await;
+        }
+        #[cfg(not(feature = "mysql"))]
+        let _ = key;
+    }
+}
+
+impl SqlStore {
     async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
         let ttl_us = duration_us(claim.ttl);
         let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
@@ -123,12 +136,16 @@ impl LeaseStore for SqlStore {
         if let Some(hub) = &self.push {
             return hub.subscribe();
         }
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            return locks.subscribe();
+        }
         None
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            push: self.dialect == Dialect::Postgres,
+            push: matches!(self.dialect, Dialect::Postgres | Dialect::MySql),
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
@@ -142,6 +159,17 @@ impl LeaseStore for SqlStore {
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let result = self.try_acquire_inner(claim).await;
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            match &result {
+                Ok(Acquire::Acquired(rec)) => {
+                    let (locks, key) = (locks.clone(), rec.key.clone());
+                    tokio::spawn(async move { locks.leading(&key).await });
+                }
+                Ok(Acquire::Held(Some(rec))) if rec.is_held() => locks.follow(&rec.key, rec.ttl),
+                _ => {}
+            }
+        }
         if let Ok(Acquire::Acquired(rec)) = &result {
             // Tell the others first, then write the history, off the caller's
             // path: the new leader need not wait for bookkeeping.
@@ -155,11 +183,20 @@ impl LeaseStore for SqlStore {
             self.batcher.count_statement();
             return self.renew_one(sql, tenure, ttl).await;
         }
-        self.batcher.renew(tenure, ttl).await
+        let renewed = self.batcher.renew(tenure, ttl).await;
+        #[cfg(feature = "mysql")]
+        if let (Some(locks), Ok(false)) = (&self.named_locks, &renewed) {
+            let (locks, key) = (locks.clone(), tenure.key.clone());
+            tokio::spawn(async move { locks.ended(&key).await });
+        }
+        renewed
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
-        let released = self.release_inner(tenure).await?;
+        let released = self.release_inner(tenure).await;
+        // Whatever the answer, this process no longer leads with this tenure.
+        self.named_lock_ended(&tenure.key).await;
+        let released = released?;
         if released {
             // Notify before returning, not from the queue: a process that
             // releases on its way out may exit before the queue runs, and its
@@ -241,8 +278,9 @@ impl LeaseStore for SqlStore {
         )
         .execute(&self.pool)
         .await
-        .map_err(|e| self.wrap(e))?;
-        let done = done.rows_affected() == 1;
+        .map_err(|e| self.wrap(e));
+        self.named_lock_ended(&tenure.key).await;
+        let done = done?.rows_affected() == 1;
         if done {
             // As in `release`: the notification must not wait in the queue.
             self.notify(&tenure.key).await;
@@ -291,7 +329,14 @@ impl LeaseStore for SqlStore {
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
-        self.read_with(&mut conn, key).await
+        let rec = self.read_with(&mut conn, key).await?;
+        #[cfg(feature = "mysql")]
+        if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
+            if r.is_held() {
+                locks.follow(key, r.ttl);
+            }
+        }
+        Ok(rec)
     }
 
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
@@ -309,9 +354,18 @@ impl LeaseStore for SqlStore {
             }
         }
         .map_err(|e| self.wrap(e))?;
-        rows.iter()
+        let records = rows
+            .iter()
             .map(decode_record)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.wrap(e))
+            .map_err(|e| self.wrap(e))?;
+        // Observers list; they are woken like followers.
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            for r in records.iter().filter(|r| r.is_held()) {
+                locks.follow(&r.key, r.ttl);
+            }
+        }
+        Ok(records)
     }
 }

@@ -1,0 +1,237 @@
+//! MySQL/MariaDB wake-ups through named locks: MySQL has no notifications, so
+//! a leader holds `GET_LOCK(<election>)` on a connection of its own while it
+//! leads, and a follower that read the lease held by someone else blocks in
+//! `GET_LOCK(<election>, timeout)` on another. A release, hand-over or the
+//! leader's connection dying frees the lock and wakes the follower within a
+//! round trip, without a query in between.
+//!
+//! The lock is a wake-up signal only, never a safety decision: the
+//! conditional write on the lease still decides who leads, and a follower
+//! still reads when the lease it saw would expire. A missed wake-up (no lock
+//! connection, too many waiters, an older leader that takes no lock) costs at
+//! most that expiry, never correctness.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use sqlx::{AnyConnection, AnyPool, Connection, Row};
+
+use crate::store::wakeups::Wakeups;
+use crate::store::{Changes, ElectionKey};
+
+/// At most this many elections waited on at once per store: each waiter
+/// holds a connection of its own. Beyond it, followers wake at the expiry.
+const MAX_WAITERS: usize = 64;
+
+/// A lock granted this soon was not held by anyone when asked: the leader
+/// let go before the waiter asked (its connection opens after the read), or
+/// has not taken it yet (it does so just after acquiring), or takes none (an
+/// older version). The followers are woken all the same (one read tells
+/// which), and the waiter asks again after a pause that doubles from
+/// [`FIRST_PAUSE`], so a leader without a lock costs few queries.
+const GRANTED_AT_ONCE: Duration = Duration::from_millis(50);
+
+/// The first pause after a lock granted at once.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long the leader's `GET_LOCK` waits for a follower's waiter that holds
+/// the lock for the instant between being granted and releasing it.
+const LEADER_LOCK_WAIT_SECS: i64 = 2;
+
+/// The lock's name: a hash, because names are limited to 64 characters and
+/// elections are not; stable across processes and versions.
+fn lock_name(prefix: &str, key: &ElectionKey) -> String {
+    let mut h = Sha256::new();
+    h.update(prefix.as_bytes());
+    h.update([0x1f]);
+    h.update(key.namespace.as_bytes());
+    h.update([0x1f]);
+    h.update(key.election.as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("tenure_{hex}")
+}
+
+#[derive(Debug)]
+pub(super) struct NamedLocks {
+    pool: AnyPool,
+    prefix: String,
+    wakeups: Wakeups,
+    /// The leader's lock connection and the lock names it holds.
+    held: tokio::sync::Mutex<(Option<AnyConnection>, HashSet<String>)>,
+    /// Elections with a waiter.
+    waiting: Arc<Mutex<HashSet<ElectionKey>>>,
+}
+
+impl NamedLocks {
+    pub(super) fn new(pool: AnyPool, prefix: &str) -> Self {
+        Self {
+            pool,
+            prefix: prefix.to_string(),
+            wakeups: Wakeups::new(),
+            held: tokio::sync::Mutex::new((None, HashSet::new())),
+            waiting: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// Subscribers hear of elections whose lock a waiter was granted.
+    pub(super) fn subscribe(&self) -> Option<Changes> {
+        // The waiters send; no listener task of its own.
+        self.wakeups.subscribe(|_| async {})
+    }
+
+    fn name(&self, key: &ElectionKey) -> String {
+        lock_name(&self.prefix, key)
+    }
+
+    /// A connection outside the pool: it holds or waits for locks for long.
+    async fn own_connection(&self) -> Option<AnyConnection> {
+        match self.pool.acquire().await {
+            Ok(c) => Some(c.detach()),
+            Err(e) => {
+                tracing::debug!("no connection for named-lock wake-ups: {e}");
+                None
+            }
+        }
+    }
+
+    /// After acquiring `key`: hold its lock while leading (best effort).
+    pub(super) async fn leading(&self, key: &ElectionKey) {
+        let name = self.name(key);
+        let mut held = self.held.lock().await;
+        if held.1.contains(&name) {
+            return;
+        }
+        if held.0.is_none() {
+            held.0 = self.own_connection().await;
+        }
+        let Some(conn) = held.0.as_mut() else { return };
+        let got = sqlx::query("SELECT GET_LOCK(?, ?)")
+            .bind(name.as_str())
+            .bind(LEADER_LOCK_WAIT_SECS)
+            .fetch_one(&mut *conn)
+            .await;
+        match got.map(|r| r.try_get::<Option<i64>, _>(0)) {
+            Ok(Ok(Some(1))) => {
+                held.1.insert(name);
+            }
+            Ok(_) => {
+                tracing::debug!(election = %key, "named lock not taken; followers wake at expiry")
+            }
+            Err(e) => {
+                // A broken connection lost every lock it held: start afresh.
+                tracing::debug!(election = %key, "named-lock connection failed: {e}");
+                held.0 = None;
+                held.1.clear();
+            }
+        }
+    }
+
+    /// After a tenure of `key` ended here (released, handed over, lost):
+    /// free its lock, which wakes the followers waiting on it.
+    pub(super) async fn ended(&self, key: &ElectionKey) {
+        let name = self.name(key);
+        let mut held = self.held.lock().await;
+        if !held.1.remove(&name) {
+            return;
+        }
+        let Some(conn) = held.0.as_mut() else { return };
+        let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(name.as_str())
+            .execute(&mut *conn)
+            .await;
+        if let Err(e) = freed {
+            tracing::debug!(election = %key, "named-lock connection failed: {e}");
+            // Closing the connection frees every lock it held.
+            if let Some(conn) = held.0.take() {
+                let _ = conn.close().await;
+            }
+            held.1.clear();
+        }
+    }
+
+    /// After a read found `key` held by someone else for `ttl`: wait for its
+    /// lock (in the background), unless this process leads it or already
+    /// waits for it, or too many waiters run.
+    pub(super) fn follow(self: &Arc<Self>, key: &ElectionKey, ttl: Duration) {
+        let name = self.name(key);
+        // Busy means the leader side is taking or freeing a lock: waiting
+        // on one of ours is harmless (it wakes us when we free it).
+        if let Ok(held) = self.held.try_lock() {
+            if held.1.contains(&name) {
+                return;
+            }
+        }
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if waiting.len() >= MAX_WAITERS || !waiting.insert(key.clone()) {
+                return;
+            }
+        }
+        let this = self.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            this.wait(&key, &name, ttl).await;
+            this.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+        });
+    }
+
+    /// Blocks in `GET_LOCK` until the leader frees the lock; then releases it
+    /// at once and wakes this process's subscribers. Gives up after two TTLs
+    /// (a follower reads again at the lease's expiry anyway, and re-arms).
+    async fn wait(&self, key: &ElectionKey, name: &str, ttl: Duration) {
+        let Some(mut conn) = self.own_connection().await else {
+            return;
+        };
+        let until = Instant::now() + ttl * 2;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let timeout = i64::try_from(left.as_secs().clamp(1, 3600)).unwrap_or(3600);
+            let asked = Instant::now();
+            let got = sqlx::query("SELECT GET_LOCK(?, ?)")
+                .bind(name)
+                .bind(timeout)
+                .fetch_one(&mut conn)
+                .await
+                .map(|r| r.try_get::<Option<i64>, _>(0));
+            if !matches!(got, Ok(Ok(Some(1)))) {
+                break; // timed out, or the connection failed
+            }
+            let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
+                .bind(name)
+                .execute(&mut conn)
+                .await;
+            self.wakeups.send(key.clone());
+            if asked.elapsed() >= GRANTED_AT_ONCE || freed.is_err() {
+                break; // the leader let go while we waited
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
+        }
+        let _ = conn.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_fit_and_differ() {
+        let long = ElectionKey::new("default", "x".repeat(255));
+        let a = lock_name("tenure_", &long);
+        assert!(a.len() <= 64 && a.starts_with("tenure_"), "{a}");
+        assert_eq!(a, lock_name("tenure_", &long));
+        assert_ne!(a, lock_name("other_", &long));
+        assert_ne!(a, lock_name("tenure_", &ElectionKey::new("default", "x")));
+    }
+}
