@@ -917,7 +917,9 @@ async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing
                 Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
             }
         }
-        let next = shared.clock.now() + jittered(timing.heartbeat_period);
+        // On a grid: the members of all this process's elections heartbeat
+        // at the same instants, and the store batches them.
+        let next = timing.next_heartbeat(shared.clock.now());
         let paused_until = Duration::from_nanos(
             shared
                 .membership_paused_until

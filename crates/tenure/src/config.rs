@@ -221,7 +221,7 @@ pub(crate) struct Timing {
     /// is often a pooled connection that died with a server restart, and the
     /// next one is likely fine.
     pub first_renew_retry: Duration,
-    /// How often a member heartbeats (jittered down to half).
+    /// How often a member heartbeats, on a grid shared by the process.
     pub heartbeat_period: Duration,
     /// How long a heartbeat may take.
     pub heartbeat_timeout: Duration,
@@ -281,14 +281,14 @@ impl Timing {
     /// same instants and the store can batch them. It is never later than
     /// `t0 + renew_period` (sometimes earlier, which is always safe).
     pub(crate) fn next_renewal(&self, t0: Duration) -> Duration {
-        let period = self.renew_period.as_nanos().max(1);
-        let slot = (t0 + self.renew_period).as_nanos() / period * period;
-        let next = Duration::from_nanos(u64::try_from(slot).unwrap_or(u64::MAX));
-        if next <= t0 {
-            t0 + self.renew_period
-        } else {
-            next
-        }
+        next_on_grid(t0, self.renew_period)
+    }
+
+    /// The next member heartbeat after `now`: on a grid of heartbeat periods,
+    /// so the members of every election of this process heartbeat together
+    /// and the store writes them in one statement.
+    pub(crate) fn next_heartbeat(&self, now: Duration) -> Duration {
+        next_on_grid(now, self.heartbeat_period)
     }
 
     /// How long a supervisor may take to stop its work before the deadline,
@@ -303,6 +303,18 @@ impl Timing {
 
     fn round_trip_allowance(&self) -> Duration {
         ROUND_TRIP_ALLOWANCE.min(self.ttl / 10)
+    }
+}
+
+/// The first multiple of `period` after `t` (at most `period` later).
+fn next_on_grid(t: Duration, period: Duration) -> Duration {
+    let p = period.as_nanos().max(1);
+    let slot = (t + period).as_nanos() / p * p;
+    let next = Duration::from_nanos(u64::try_from(slot).unwrap_or(u64::MAX));
+    if next <= t {
+        t + period
+    } else {
+        next
     }
 }
 
@@ -623,5 +635,8 @@ mod tests {
         assert_eq!(t.next_renewal(MS(2_500)), MS(3_000));
         assert_eq!(t.next_renewal(MS(3_000)), MS(4_000));
         assert_eq!(t.next_renewal(MS(3_999)), MS(4_000));
+        assert_eq!(t.heartbeat_period, MS(3_000));
+        assert_eq!(t.next_heartbeat(MS(2_500)), MS(3_000));
+        assert_eq!(t.next_heartbeat(MS(3_000)), MS(6_000));
     }
 }

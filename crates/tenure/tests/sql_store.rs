@@ -1,6 +1,6 @@
 //! SQL store behaviour beyond the conformance suite, on SQLite, MariaDB and
-//! PostgreSQL: batched renewals with an unmatched lease, and the history
-//! written before `shutdown()` returns.
+//! PostgreSQL: batched renewals with an unmatched lease, batched member
+//! heartbeats, and the history written before `shutdown()` returns.
 
 use std::time::Duration;
 
@@ -121,6 +121,50 @@ async fn shutdown_writes_the_end_of_the_term_before_returning() {
                     && h.end_at_us.is_some()),
                 "{url}: run {i}: term {term} not closed right after shutdown: {history:?}"
             );
+        }
+    }
+}
+
+/// A process in many elections heartbeats all its members with one statement
+/// per heartbeat instant: 40 electors on one store for three TTLs cost a
+/// handful of heartbeat statements, not one per elector per TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_of_one_process_share_a_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in sql_urls(dir.path()).await {
+        let store = std::sync::Arc::new(
+            SqlStore::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap(),
+        );
+        let ttl = Duration::from_secs(1);
+        let electors: Vec<tenure::Elector> = (0..N)
+            .map(|i| {
+                tenure::Elector::builder(store.clone())
+                    .namespace("heartbeats")
+                    .election(format!("e{i}-{run}"))
+                    .ttl(ttl)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let before = store.heartbeat_statements();
+        tokio::time::sleep(ttl * 3).await;
+        let sent = store.heartbeat_statements() - before;
+        // Three grid instants (four if the window straddles one), and a
+        // straggler or two that missed its batch: far below 40 per TTL.
+        assert!(
+            (2..=8).contains(&sent),
+            "{url}: {sent} heartbeat statements for {N} electors in three TTLs"
+        );
+        let members = store
+            .members(&ElectionKey::new("heartbeats", format!("e7-{run}")))
+            .await
+            .unwrap();
+        assert!(members.iter().any(|m| m.live), "{url}: {members:?}");
+        for e in electors {
+            e.shutdown().await.unwrap();
         }
     }
 }

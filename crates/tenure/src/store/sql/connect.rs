@@ -125,6 +125,12 @@ impl SqlStore {
         Ok(Self {
             history_retention: options.history_retention.max(1),
             after_queue: std::sync::OnceLock::new(),
+            heartbeats: super::heartbeats::Heartbeats::new(
+                pool.clone(),
+                dialect,
+                &options.table_prefix,
+                described.clone(),
+            ),
             batcher: batch::Batcher::new(
                 pool.clone(),
                 dialect,

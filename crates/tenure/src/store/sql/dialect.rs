@@ -280,10 +280,12 @@ impl Dialect {
         ]
     }
 
-    /// Upsert of a member's heartbeat: joins keep `joined_us`.
-    pub(super) fn upsert_member(self, table: &str) -> String {
+    /// Registers or heartbeats `n` members in one statement (7 parameters
+    /// each: namespace, election, holder, identity, metadata, priority, ttl
+    /// µs); a member already registered keeps its `joined_us`.
+    pub(super) fn upsert_members(self, table: &str, n: usize) -> String {
         let cols = "(namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us)";
-        let vals = "(?, ?, ?, ?, ?, ?, {now}, {now}, {now} + ?)";
+        let vals = vec!["(?, ?, ?, ?, ?, ?, {now}, {now}, {now} + ?)"; n].join(", ");
         let sql = match self {
             Dialect::MySql => format!(
                 "INSERT INTO {table} {cols} VALUES {vals} ON DUPLICATE KEY UPDATE \
@@ -291,11 +293,13 @@ impl Dialect {
                  heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us)"
             ),
             Dialect::Postgres => format!(
-                "{}INSERT INTO {table} {cols} SELECT ?, ?, ?, ?, ?, ?, c.now_us, c.now_us, c.now_us + ? FROM c \
+                "{}INSERT INTO {table} {cols} {} \
                  ON CONFLICT (namespace, election, holder) DO UPDATE SET \
                  metadata = excluded.metadata, priority = excluded.priority, \
                  heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us",
-                self.with_now()
+                self.with_now(),
+                vec!["SELECT ?, ?, ?, ?, ?, ?, c.now_us, c.now_us, c.now_us + ? FROM c"; n]
+                    .join(" UNION ALL ")
             ),
             Dialect::Sqlite => format!(
                 "INSERT INTO {table} {cols} VALUES {vals} \

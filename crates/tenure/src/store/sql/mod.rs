@@ -33,6 +33,7 @@ mod decode;
 mod dialect;
 mod errors;
 mod fenced;
+mod heartbeats;
 #[cfg(feature = "mysql")]
 mod named_locks;
 #[cfg(feature = "postgres")]
@@ -79,6 +80,7 @@ pub struct SqlStore {
     #[cfg(feature = "mysql")]
     named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
+    heartbeats: Arc<heartbeats::Heartbeats>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<AfterJob>>,
 }
@@ -87,6 +89,12 @@ impl SqlStore {
     /// Renewal statements this store has sent (batched renewals count once).
     pub fn renew_statements(&self) -> u64 {
         self.batcher.statements()
+    }
+
+    /// Member heartbeat statements this store has sent (the heartbeats of
+    /// one instant share one).
+    pub fn heartbeat_statements(&self) -> u64 {
+        self.heartbeats.statements()
     }
 
     /// The DDL that creates this store's tables, for a DBA to apply by hand.

@@ -213,18 +213,7 @@ impl LeaseStore for SqlStore {
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        sqlx::query(&sent(self.dialect, &self.statements.upsert_member))
-            .bind(member.key.namespace.as_str())
-            .bind(member.key.election.as_str())
-            .bind(member.holder.as_str())
-            .bind(identity_of(&member.holder))
-            .bind(member.metadata.as_str())
-            .bind(i64::from(member.priority))
-            .bind(duration_us(ttl))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
-        Ok(())
+        self.heartbeats.heartbeat(member, ttl).await
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
