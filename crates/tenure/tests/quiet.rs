@@ -1,5 +1,6 @@
 //! Quiet followers: where the store pushes changes (PostgreSQL NOTIFY, Redis
-//! pub/sub, etcd watch, MySQL/MariaDB named locks), an idle follower reads
+//! pub/sub, etcd watch, MySQL/MariaDB named locks, SQLite's change
+//! counter), an idle follower reads
 //! the lease once per lease lifetime (when it would expire), not every poll
 //! period, and a release still wakes it at once. Counted through an
 //! instrumented store on the real servers.
@@ -76,6 +77,13 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
 async fn postgres_follower_is_quiet() {
     follower_reads_only_at_expiry("postgres", servers::postgres_url(), StoreOptions::default())
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_follower_is_quiet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    follower_reads_only_at_expiry("sqlite", url, StoreOptions::default()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

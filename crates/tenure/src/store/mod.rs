@@ -26,7 +26,12 @@ mod registry;
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub mod sql;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "redis"))]
+#[cfg(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis"
+))]
 mod wakeups;
 
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};

@@ -122,9 +122,18 @@ impl SqlStore {
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
+        let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
         Ok(Self {
             history_retention: options.history_retention.max(1),
             after_queue: std::sync::OnceLock::new(),
+            #[cfg(feature = "sqlite")]
+            file_watch: (dialect == Dialect::Sqlite).then(|| {
+                std::sync::Arc::new(super::file_watch::FileWatch::new(
+                    sqlite_path(url),
+                    pool.clone(),
+                    statements.clone(),
+                ))
+            }),
             heartbeats: super::heartbeats::Heartbeats::new(
                 pool.clone(),
                 dialect,
@@ -146,7 +155,7 @@ impl SqlStore {
             }),
             pool,
             dialect,
-            statements: std::sync::Arc::new(Statements::new(dialect, &options.table_prefix)),
+            statements: statements.clone(),
             prefix: options.table_prefix.clone(),
             #[cfg(feature = "postgres")]
             push: (dialect == Dialect::Postgres).then(|| {
@@ -158,6 +167,15 @@ impl SqlStore {
             described,
         })
     }
+}
+
+/// The database file a `sqlite://` URL names (without its query).
+#[cfg(feature = "sqlite")]
+fn sqlite_path(url: &str) -> std::path::PathBuf {
+    let rest = url.split_once(':').map(|(_, r)| r).unwrap_or(url);
+    let path = rest.trim_start_matches("//");
+    let path = path.split_once('?').map(|(p, _)| p).unwrap_or(path);
+    std::path::PathBuf::from(path)
 }
 
 /// The pool's options; on SQLite, every new connection's pragmas.

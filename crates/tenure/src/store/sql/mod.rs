@@ -33,6 +33,8 @@ mod decode;
 mod dialect;
 mod errors;
 mod fenced;
+#[cfg(feature = "sqlite")]
+mod file_watch;
 mod heartbeats;
 #[cfg(feature = "mysql")]
 mod named_locks;
@@ -81,6 +83,9 @@ pub struct SqlStore {
     named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<heartbeats::Heartbeats>,
+    /// SQLite wake-ups from the file's change counter.
+    #[cfg(feature = "sqlite")]
+    file_watch: Option<Arc<file_watch::FileWatch>>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<AfterJob>>,
 }

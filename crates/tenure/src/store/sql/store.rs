@@ -8,7 +8,6 @@ use async_trait::async_trait;
 
 use super::after::AfterJob;
 use super::decode::{decode_history, decode_member, decode_record};
-use super::dialect::Dialect;
 use super::statements::{bind_tenure, duration_us, sent};
 use super::SqlStore;
 use crate::error::Result;
@@ -140,12 +139,16 @@ impl LeaseStore for SqlStore {
         if let Some(locks) = &self.named_locks {
             return locks.subscribe();
         }
+        #[cfg(feature = "sqlite")]
+        if let Some(watch) = &self.file_watch {
+            return watch.subscribe();
+        }
         None
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            push: matches!(self.dialect, Dialect::Postgres | Dialect::MySql),
+            push: true,
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
