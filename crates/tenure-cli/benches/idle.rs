@@ -92,6 +92,10 @@ fn now_us() -> u128 {
         .map_or(0, |d| d.as_micros())
 }
 
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
 /// One reading: the main counter first, then the ones shown alongside.
 type Reading = Vec<(&'static str, f64)>;
 
@@ -113,14 +117,14 @@ impl Counter {
         if url.starts_with("mysql:") || url.starts_with("mariadb:") {
             let url = url.replacen("mariadb:", "mysql:", 1);
             let c = sqlx::MySqlConnection::connect(&url).await;
-            c.map(Self::Mysql).map_err(|e| e.to_string())
+            c.map(Self::Mysql).map_err(err)
         } else if url.starts_with("postgres") {
             let c = sqlx::PgConnection::connect(url).await;
-            c.map(Self::Postgres).map_err(|e| e.to_string())
+            c.map(Self::Postgres).map_err(err)
         } else if let Some(rest) = url.strip_prefix("redis://") {
-            let s = TcpStream::connect(host(rest)).map_err(|e| e.to_string())?;
+            let s = TcpStream::connect(host(rest)).map_err(err)?;
             s.set_read_timeout(Some(Duration::from_secs(5)))
-                .map_err(|e| e.to_string())?;
+                .map_err(err)?;
             Ok(Self::Redis(s))
         } else if let Some(rest) = url.strip_prefix("etcd://") {
             Ok(Self::Etcd(host(rest)))
@@ -130,18 +134,17 @@ impl Counter {
     }
 
     async fn sample(&mut self) -> Result<Reading, String> {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         match self {
             Self::Mysql(c) => {
                 let sql = "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_select', 'Com_update')";
-                let rows = sqlx::raw_sql(sql).fetch_all(c).await.map_err(|e| err(&e))?;
+                let rows = sqlx::raw_sql(sql).fetch_all(c).await.map_err(err)?;
                 let mut r = vec![("Questions", 0.0), ("Com_select", 0.0), ("Com_update", 0.0)];
                 for row in rows {
-                    let name: String = row.try_get(0).map_err(|e| err(&e))?;
-                    let value: String = row.try_get(1).map_err(|e| err(&e))?;
+                    let name: String = row.try_get(0).map_err(err)?;
+                    let value: String = row.try_get(1).map_err(err)?;
                     for (n, v) in r.iter_mut() {
                         if n.eq_ignore_ascii_case(&name) {
-                            *v = value.parse().map_err(|e| err(&e))?;
+                            *v = value.parse().map_err(err)?;
                         }
                     }
                 }
@@ -149,24 +152,24 @@ impl Counter {
             }
             Self::Postgres(c) => {
                 let sql = "SELECT (xact_commit + xact_rollback)::float8 FROM pg_stat_database WHERE datname = current_database()";
-                let row = sqlx::raw_sql(sql).fetch_one(c).await.map_err(|e| err(&e))?;
-                Ok(vec![("xacts", row.try_get(0).map_err(|e| err(&e))?)])
+                let row = sqlx::raw_sql(sql).fetch_one(c).await.map_err(err)?;
+                Ok(vec![("xacts", row.try_get(0).map_err(err)?)])
             }
             Self::Redis(s) => {
                 s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n")
-                    .map_err(|e| err(&e))?;
+                    .map_err(err)?;
                 let text = read_bulk(s)?;
                 let v = field(&text, "total_commands_processed:")?;
                 Ok(vec![("commands", v)])
             }
             Self::Etcd(addr) => {
-                let mut s = TcpStream::connect(&*addr).map_err(|e| err(&e))?;
+                let mut s = TcpStream::connect(&*addr).map_err(err)?;
                 s.set_read_timeout(Some(Duration::from_secs(5)))
-                    .map_err(|e| err(&e))?;
+                    .map_err(err)?;
                 s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-                    .map_err(|e| err(&e))?;
+                    .map_err(err)?;
                 let mut text = String::new();
-                s.read_to_string(&mut text).map_err(|e| err(&e))?;
+                s.read_to_string(&mut text).map_err(err)?;
                 let sum = |metric: &str| -> f64 {
                     text.lines()
                         .filter(|l| l.starts_with(metric))
@@ -187,7 +190,7 @@ fn read_bulk(s: &mut TcpStream) -> Result<String, String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
-        let n = s.read(&mut chunk).map_err(|e| e.to_string())?;
+        let n = s.read(&mut chunk).map_err(err)?;
         if n == 0 {
             return Err("redis closed the connection".into());
         }
@@ -345,7 +348,7 @@ async fn scenario_a(
 async fn scenario_b(o: &Opts, url: &str, m: &mut Meter, n: usize) -> Result<Reading, String> {
     let store = tenure::store::connect(url, &StoreOptions::default())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(err)?;
     let prefix = format!("b{n}-{}", now_us());
     let mut electors = Vec::new();
     for i in 0..n {
@@ -355,7 +358,7 @@ async fn scenario_b(o: &Opts, url: &str, m: &mut Meter, n: usize) -> Result<Read
             .identity("idle-bench")
             .ttl(o.ttl)
             .build();
-        electors.push(e.map_err(|e| e.to_string())?);
+        electors.push(e.map_err(err)?);
     }
     let start = Instant::now();
     let limit = o.ttl * 3 + Duration::from_secs(60);
@@ -467,13 +470,9 @@ async fn main() {
     for url in &stores {
         let name = redact_url(url);
         let store = tenure::store::connect(url, &StoreOptions::default()).await;
-        let (store, mut m) = match (store, Meter::new(url).await) {
+        let (store, mut m) = match (store.map_err(err), Meter::new(url).await) {
             (Ok(s), Ok(m)) => (s, m),
-            (Err(e), _) => {
-                println!("{name}: skipped ({e})");
-                continue;
-            }
-            (_, Err(e)) => {
+            (Err(e), _) | (_, Err(e)) => {
                 println!("{name}: skipped ({e})");
                 continue;
             }
@@ -491,7 +490,7 @@ async fn main() {
                 _ => "-".into(),
             };
             rows_a.push(format!(
-                "{name:<38} {counter:<12} {:>10} {:>10} {:>10} {:>10} {follower:>10}  {}",
+                "{name:<40} {counter:<12} {:>10} {:>10} {:>10} {:>10} {follower:>10}  {}",
                 cell(&bg, 1.0),
                 cell(&a1, 1.0),
                 cell(&a3, 1.0),
@@ -509,7 +508,7 @@ async fn main() {
                 _ => "-".into(),
             };
             rows_b.push(format!(
-                "{name:<38} {counter:<12} {:>10} {:>10} {:>12} {ratio:>7}  {}",
+                "{name:<40} {counter:<12} {:>10} {:>10} {:>12} {ratio:>7}  {}",
                 cell(&b1, 1.0),
                 cell(&bn, 1.0),
                 cell(&bn, o.elections as f64),
@@ -520,7 +519,7 @@ async fn main() {
     if run_a {
         println!("\nScenario A: `tenure run --ttl {}` candidates of one election, idle {} s (requests/s)", humantime::format_duration(o.ttl), o.secs);
         println!(
-            "{:<38} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}  detail (background|A1|A3)",
+            "{:<40} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}  detail (background|A1|A3)",
             "store", "counter", "background", "A1 leader", "A3 total", "A3 /cand", "follower"
         );
         rows_a.iter().for_each(|r| println!("{r}"));
@@ -529,7 +528,7 @@ async fn main() {
     if run_b {
         println!("\nScenario B: one process, N electors of distinct elections, all leading, idle {} s (requests/s)", o.secs);
         println!(
-            "{:<38} {:<12} {:>10} {:>10} {:>12} {:>7}  detail (N=1|N={})",
+            "{:<40} {:<12} {:>10} {:>10} {:>12} {:>7}  detail (N=1|N={})",
             "store",
             "counter",
             "N=1",
