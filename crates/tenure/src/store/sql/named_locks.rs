@@ -40,6 +40,11 @@ const FIRST_PAUSE: Duration = Duration::from_millis(100);
 /// the lock for the instant between being granted and releasing it.
 const LEADER_LOCK_WAIT_SECS: i64 = 2;
 
+/// How long the leader side's lock calls may take before the connection is
+/// dropped (which frees its locks): a blackholed connection must not hold
+/// up later calls, which wait for the same connection.
+const LEADER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The lock's name: a hash, because names are limited to 64 characters and
 /// elections are not; stable across processes and versions.
 fn lock_name(prefix: &str, key: &ElectionKey) -> String {
@@ -108,21 +113,25 @@ impl NamedLocks {
             held.0 = self.own_connection().await;
         }
         let Some(conn) = held.0.as_mut() else { return };
-        let got = sqlx::query("SELECT GET_LOCK(?, ?)")
-            .bind(name.as_str())
-            .bind(LEADER_LOCK_WAIT_SECS)
-            .fetch_one(&mut *conn)
-            .await;
-        match got.map(|r| r.try_get::<Option<i64>, _>(0)) {
-            Ok(Ok(Some(1))) => {
+        let got = tokio::time::timeout(
+            LEADER_CALL_TIMEOUT,
+            sqlx::query("SELECT GET_LOCK(?, ?)")
+                .bind(name.as_str())
+                .bind(LEADER_LOCK_WAIT_SECS)
+                .fetch_one(&mut *conn),
+        )
+        .await;
+        match got.map(|r| r.map(|r| r.try_get::<Option<i64>, _>(0))) {
+            Ok(Ok(Ok(Some(1)))) => {
                 held.1.insert(name);
             }
-            Ok(_) => {
+            Ok(Ok(_)) => {
                 tracing::debug!(election = %key, "named lock not taken; followers wake at expiry")
             }
-            Err(e) => {
-                // A broken connection lost every lock it held: start afresh.
-                tracing::debug!(election = %key, "named-lock connection failed: {e}");
+            Ok(Err(_)) | Err(_) => {
+                // A broken or hung connection: drop it (the server frees
+                // every lock it held) and start afresh.
+                tracing::debug!(election = %key, "named-lock connection failed");
                 held.0 = None;
                 held.1.clear();
             }
@@ -138,12 +147,15 @@ impl NamedLocks {
             return;
         }
         let Some(conn) = held.0.as_mut() else { return };
-        let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
-            .bind(name.as_str())
-            .execute(&mut *conn)
-            .await;
-        if let Err(e) = freed {
-            tracing::debug!(election = %key, "named-lock connection failed: {e}");
+        let freed = tokio::time::timeout(
+            LEADER_CALL_TIMEOUT,
+            sqlx::query("SELECT RELEASE_LOCK(?)")
+                .bind(name.as_str())
+                .execute(&mut *conn),
+        )
+        .await;
+        if !matches!(freed, Ok(Ok(_))) {
+            tracing::debug!(election = %key, "named-lock connection failed");
             // Closing the connection frees every lock it held.
             if let Some(conn) = held.0.take() {
                 let _ = conn.close().await;

@@ -19,10 +19,13 @@ use crate::store::{
 impl SqlStore {
     /// A tenure of `key` ended here: free its named lock (MySQL), waking
     /// the followers that wait on it.
-    async fn named_lock_ended(&self, key: &ElectionKey) {
+    fn named_lock_ended(&self, key: &ElectionKey) {
+        // In a task of its own: a release never waits for the lock
+        // connection (it may be busy taking another lock, or cut off).
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            locks.ended(key).await;
+            let (locks, key) = (locks.clone(), key.clone());
+            tokio::spawn(async move { locks.ended(&key).await });
         }
         #[cfg(not(feature = "mysql"))]
         let _ = key;
@@ -198,7 +201,7 @@ impl LeaseStore for SqlStore {
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         let released = self.release_inner(tenure).await;
         // Whatever the answer, this process no longer leads with this tenure.
-        self.named_lock_ended(&tenure.key).await;
+        self.named_lock_ended(&tenure.key);
         let released = released?;
         if released {
             // Notify before returning, not from the queue: a process that
@@ -271,7 +274,7 @@ impl LeaseStore for SqlStore {
         .execute(&self.pool)
         .await
         .map_err(|e| self.wrap(e));
-        self.named_lock_ended(&tenure.key).await;
+        self.named_lock_ended(&tenure.key);
         let done = done?.rows_affected() == 1;
         if done {
             // As in `release`: the notification must not wait in the queue.
