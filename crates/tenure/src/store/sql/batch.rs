@@ -7,9 +7,8 @@
 //! statement is the same compare-and-set as a single renewal, per lease:
 //! `(namespace, election, holder, term) IN (...) AND expires_us > now`.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{AnyPool, Row};
@@ -17,14 +16,11 @@ use tokio::sync::oneshot;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
+use super::gather::{Gather, GATHER};
 use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
 use crate::store::Tenure;
 
-/// How long the first renewal waits for others to join its batch: long enough
-/// for a thousand electors waking at one grid instant on two cores, short
-/// against any renew period.
-const GATHER: Duration = Duration::from_millis(10);
 /// Leases per statement (4 parameters each; every dialect allows far more).
 const CHUNK: usize = 2000;
 
@@ -33,15 +29,9 @@ struct Pending {
     reply: oneshot::Sender<Result<bool>>,
 }
 
-#[derive(Default)]
-struct Queue {
-    /// By TTL in µs: one statement per distinct TTL.
-    by_ttl: BTreeMap<i64, Vec<Pending>>,
-}
-
 pub(super) struct Batcher {
-    queue: Mutex<Queue>,
-    scheduled: AtomicBool,
+    /// By TTL in µs: one statement per distinct TTL.
+    queue: Gather<Pending>,
     statements: AtomicU64,
     pool: AnyPool,
     dialect: Dialect,
@@ -61,8 +51,7 @@ impl std::fmt::Debug for Batcher {
 impl Batcher {
     pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
         Arc::new(Self {
-            queue: Mutex::new(Queue::default()),
-            scheduled: AtomicBool::new(false),
+            queue: Gather::new(),
             statements: AtomicU64::new(0),
             pool,
             dialect,
@@ -84,23 +73,17 @@ impl Batcher {
     /// Queues a renewal and waits for the batch it joins.
     pub(super) async fn renew(self: &Arc<Self>, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         let (tx, rx) = oneshot::channel();
-        {
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            q.by_ttl.entry(duration_us(ttl)).or_default().push(Pending {
-                tenure: tenure.clone(),
-                reply: tx,
-            });
-        }
-        if !self.scheduled.swap(true, Ordering::AcqRel) {
+        let pending = Pending {
+            tenure: tenure.clone(),
+            reply: tx,
+        };
+        if self.queue.push(duration_us(ttl), pending) {
             // A task of its own: if this caller gives up (its deadline), the
             // others in the batch still get their answers.
             let me = self.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(GATHER).await;
-                me.scheduled.store(false, Ordering::Release);
-                let batch =
-                    std::mem::take(&mut me.queue.lock().unwrap_or_else(|p| p.into_inner()).by_ttl);
-                for (ttl_us, pending) in batch {
+                for (ttl_us, pending) in me.queue.take() {
                     for chunk in into_chunks(pending) {
                         me.flush(ttl_us, chunk).await;
                     }

@@ -6,9 +6,8 @@
 //! multi-row upsert. Heartbeats are bookkeeping (who may succeed), never a
 //! safety decision.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::AnyPool;
@@ -16,12 +15,11 @@ use tokio::sync::oneshot;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
+use super::gather::{Gather, GATHER};
 use super::statements::{duration_us, sent};
 use crate::error::{Error, Result};
 use crate::store::{identity_of, Member};
 
-/// How long the first heartbeat waits for others to join it.
-const GATHER: Duration = Duration::from_millis(10);
 /// Members per statement (7 parameters each; far below every dialect's limit).
 const CHUNK: usize = 500;
 
@@ -32,8 +30,7 @@ struct Pending {
 
 pub(super) struct Heartbeats {
     /// By TTL in µs: one statement per distinct TTL.
-    queue: Mutex<BTreeMap<i64, Vec<Pending>>>,
-    scheduled: AtomicBool,
+    queue: Gather<Pending>,
     statements: AtomicU64,
     pool: AnyPool,
     dialect: Dialect,
@@ -53,8 +50,7 @@ impl std::fmt::Debug for Heartbeats {
 impl Heartbeats {
     pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
         Arc::new(Self {
-            queue: Mutex::new(BTreeMap::new()),
-            scheduled: AtomicBool::new(false),
+            queue: Gather::new(),
             statements: AtomicU64::new(0),
             pool,
             dialect,
@@ -72,24 +68,16 @@ impl Heartbeats {
     /// Queues a heartbeat and waits for the statement it joins.
     pub(super) async fn heartbeat(self: &Arc<Self>, member: &Member, ttl: Duration) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(duration_us(ttl))
-            .or_default()
-            .push(Pending {
-                member: member.clone(),
-                reply: tx,
-            });
-        if !self.scheduled.swap(true, Ordering::AcqRel) {
+        let pending = Pending {
+            member: member.clone(),
+            reply: tx,
+        };
+        if self.queue.push(duration_us(ttl), pending) {
             // A task of its own, so a caller that gives up does not strand the others.
             let me = self.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(GATHER).await;
-                me.scheduled.store(false, Ordering::Release);
-                let batch =
-                    std::mem::take(&mut *me.queue.lock().unwrap_or_else(|p| p.into_inner()));
-                for (ttl_us, mut pending) in batch {
+                for (ttl_us, mut pending) in me.queue.take() {
                     // One row per member: PostgreSQL refuses to update a row
                     // twice in one statement.
                     pending.sort_by(|a, b| {

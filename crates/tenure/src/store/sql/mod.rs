@@ -35,6 +35,7 @@ mod errors;
 mod fenced;
 #[cfg(feature = "sqlite")]
 mod file_watch;
+mod gather;
 mod heartbeats;
 #[cfg(feature = "mysql")]
 mod named_locks;
