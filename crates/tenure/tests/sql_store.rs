@@ -126,8 +126,8 @@ async fn shutdown_writes_the_end_of_the_term_before_returning() {
 }
 
 /// A process in many elections heartbeats all its members with one statement
-/// per heartbeat instant: 40 electors on one store for three TTLs cost a
-/// handful of heartbeat statements, not one per elector per TTL.
+/// per heartbeat instant, and reaps lapsed members likewise: 40 electors on
+/// one store for three TTLs cost a handful of statements, not one per elector.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_of_one_process_share_a_statement() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,8 +150,16 @@ async fn heartbeats_of_one_process_share_a_statement() {
             })
             .collect();
         let before = store.heartbeat_statements();
+        let reaps_before = store.reap_statements();
         tokio::time::sleep(ttl * 3).await;
         let sent = store.heartbeat_statements() - before;
+        // Leaders reap every third renewal (renewals every ttl/3): about one
+        // reap per elector per TTL, in a few statements for all of them.
+        let reaps = store.reap_statements() - reaps_before;
+        assert!(
+            reaps <= 12,
+            "{url}: {reaps} reap statements for {N} leaders in three TTLs"
+        );
         // Three grid instants (four if the window straddles one), and a
         // straggler or two that missed its batch: far below 40 per TTL.
         assert!(

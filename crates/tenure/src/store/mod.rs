@@ -337,7 +337,9 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// (highest priority, then longest-serving).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
 
-    /// Deletes lapsed registrations. Returns how many.
+    /// Deletes lapsed registrations. Returns how many; a store that writes
+    /// the reaps of concurrent calls with one statement (the SQL stores)
+    /// returns how many that statement removed, for every call in it.
     async fn reap(&self, key: &ElectionKey) -> Result<u64>;
 
     /// The leader steps down in favour of `to`: clears the holder like a

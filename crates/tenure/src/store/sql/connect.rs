@@ -134,6 +134,12 @@ impl SqlStore {
                     statements.clone(),
                 ))
             }),
+            reaps: super::reaps::Reaps::new(
+                pool.clone(),
+                dialect,
+                &options.table_prefix,
+                described.clone(),
+            ),
             heartbeats: super::heartbeats::Heartbeats::new(
                 pool.clone(),
                 dialect,

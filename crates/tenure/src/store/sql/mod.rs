@@ -41,6 +41,7 @@ mod heartbeats;
 mod named_locks;
 #[cfg(feature = "postgres")]
 mod push;
+mod reaps;
 mod schema;
 mod statements;
 mod store;
@@ -84,6 +85,7 @@ pub struct SqlStore {
     named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<heartbeats::Heartbeats>,
+    reaps: Arc<reaps::Reaps>,
     /// SQLite wake-ups from the file's change counter.
     #[cfg(feature = "sqlite")]
     file_watch: Option<Arc<file_watch::FileWatch>>,
@@ -101,6 +103,12 @@ impl SqlStore {
     /// one instant share one).
     pub fn heartbeat_statements(&self) -> u64 {
         self.heartbeats.statements()
+    }
+
+    /// Statements that deleted lapsed members (the reaps of one instant
+    /// share one).
+    pub fn reap_statements(&self) -> u64 {
+        self.reaps.statements()
     }
 
     /// The DDL that creates this store's tables, for a DBA to apply by hand.

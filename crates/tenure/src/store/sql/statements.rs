@@ -35,7 +35,6 @@ pub(super) struct Statements {
     pub(super) request_handover: String,
     pub(super) leave: String,
     pub(super) members: String,
-    pub(super) reap: String,
     pub(super) insert_history: String,
     pub(super) close_history_at: String,
     pub(super) close_history_now: String,
@@ -110,7 +109,6 @@ impl Statements {
             ),
             leave: dialect.delete(&m, &format!("{key} AND holder = ?")),
             members: dialect.select(&m, MEMBER_COLUMNS, key, " ORDER BY priority DESC, joined_us ASC, holder ASC"),
-            reap: dialect.delete(&m, &format!("{key} AND expires_us <= {{now}}")),
             insert_history: dialect.insert_history(&h),
             close_history_at: dialect.update(
                 &h,

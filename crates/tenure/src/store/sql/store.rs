@@ -247,13 +247,7 @@ impl LeaseStore for SqlStore {
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        let done = sqlx::query(&sent(self.dialect, &self.statements.reap))
-            .bind(key.namespace.as_str())
-            .bind(key.election.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
-        Ok(done.rows_affected())
+        self.reaps.reap(key).await
     }
 
     async fn hand_over(
