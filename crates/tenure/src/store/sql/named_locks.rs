@@ -34,7 +34,7 @@ const MAX_WAITERS: usize = 64;
 const GRANTED_AT_ONCE: Duration = Duration::from_millis(50);
 
 /// The first pause after a lock granted at once.
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
 
 /// How long the leader's `GET_LOCK` waits for a follower's waiter that holds
 /// the lock for the instant between being granted and releasing it.
