@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqlx::Connection;
 use tenure::store::{DynStore, StoreOptions};
 use tenure::testing::{servers, Instrumented, Op};
 use tenure::Elector;
@@ -103,4 +104,92 @@ async fn etcd_follower_is_quiet() {
         return;
     };
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
+}
+
+/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
+/// connection is terminated, the leader releases at once (the notification
+/// is lost with the connection), and the follower still takes over within
+/// seconds, not at the 30 s expiry: the listener reconnects and tells it that
+/// anything may have changed, and it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_follower_recovers_when_its_listen_connection_dies() {
+    let url = servers::postgres_url();
+    // A prefix of its own: the LISTEN channel is named after it, so the
+    // connection to terminate is this test's and no other's.
+    let prefix = format!("quiet{:08x}_", rand::random::<u32>());
+    let options = StoreOptions::default().with_table_prefix(prefix.clone());
+    let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let follower_store = tenure::store::connect(&url, &options)
+        .await
+        .expect("second store");
+    let ttl = Duration::from_secs(30);
+    let build = |store: DynStore, id: &str| {
+        Elector::builder(store)
+            .election("listen-lost")
+            .identity(id)
+            .ttl(ttl)
+            .build()
+            .expect("elector")
+    };
+    let leader = build(leader_store, "leader");
+    leader.acquired().await.expect("leads");
+    let follower = build(follower_store, "follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
+    let channel = format!("{prefix}changes");
+    let listening = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND query LIKE $1",
+        )
+        .bind(format!("%{channel}%"))
+        .fetch_one(&mut sqlx::PgConnection::connect(&url).await.expect("probe"))
+        .await
+        .expect("count listeners")
+    };
+    let start = Instant::now();
+    while listening().await < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "both stores listen on {channel}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE query LIKE '%LISTEN%' AND query LIKE $1",
+    )
+    .bind(format!("%{channel}%"))
+    .fetch_all(&mut admin)
+    .await
+    .expect("terminate the listeners");
+    assert_eq!(killed, [true, true], "both LISTEN connections terminated");
+    let released = Instant::now();
+    leader.shutdown().await.expect("release");
+    tokio::time::timeout(Duration::from_secs(5), follower.acquired())
+        .await
+        .expect(
+            "the follower took over within 5 s of a release whose notification was lost (ttl 30 s)",
+        )
+        .expect("follower leads");
+    eprintln!(
+        "postgres: takeover {:?} after a release while LISTEN was down",
+        released.elapsed()
+    );
+    follower.shutdown().await.expect("shutdown");
+    // This test's own tables go: the shared database keeps no clutter.
+    for table in ["leases", "members", "history", "schema"] {
+        sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{table}"))
+            .execute(&mut admin)
+            .await
+            .expect("drop a test table");
+    }
 }
