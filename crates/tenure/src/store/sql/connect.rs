@@ -134,13 +134,13 @@ impl SqlStore {
                     statements.clone(),
                 ))
             }),
-            reaps: super::reaps::Reaps::new(
+            reaps: super::reaps::Reaps::batched(
                 pool.clone(),
                 dialect,
                 &options.table_prefix,
                 described.clone(),
             ),
-            heartbeats: super::heartbeats::Heartbeats::new(
+            heartbeats: super::heartbeats::Heartbeats::batched(
                 pool.clone(),
                 dialect,
                 &options.table_prefix,

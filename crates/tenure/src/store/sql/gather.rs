@@ -44,3 +44,97 @@ impl<T> Gather<T> {
         std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
+
+/// One statement written for many calls at once, every call answered with
+/// the statement's outcome (member heartbeats, reaps).
+pub(super) trait Statement: Send + Sync + 'static {
+    /// What one call contributes.
+    type Item: Send + 'static;
+    /// What every call of one statement is answered.
+    type Answer: Clone + Send + 'static;
+    /// Items per statement.
+    const CHUNK: usize;
+    /// The calls, for the error when a batch is abandoned.
+    const WHAT: &'static str;
+    /// Sends one statement for `items` (all of one group); `Err` is the
+    /// error's text, already explained.
+    fn send(
+        &self,
+        group: i64,
+        items: Vec<&Self::Item>,
+    ) -> impl std::future::Future<Output = std::result::Result<Self::Answer, String>> + Send;
+}
+
+type Reply<A> = tokio::sync::oneshot::Sender<std::result::Result<A, String>>;
+
+/// Gathers the calls of a [`Statement`] and sends them together.
+pub(super) struct Batched<S: Statement> {
+    statement: S,
+    queue: Gather<(S::Item, Reply<S::Answer>)>,
+    sent: std::sync::atomic::AtomicU64,
+    store: String,
+}
+
+impl<S: Statement> std::fmt::Debug for Batched<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batched").field("what", &S::WHAT).finish()
+    }
+}
+
+impl<S: Statement> Batched<S> {
+    /// `store` describes the store (redacted) for errors.
+    pub(super) fn new(statement: S, store: String) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            statement,
+            queue: Gather::new(),
+            sent: std::sync::atomic::AtomicU64::new(0),
+            store,
+        })
+    }
+
+    /// Statements sent so far.
+    pub(super) fn statements(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Queues `item` in `group` and waits for the statement it joins.
+    pub(super) async fn call(
+        self: &std::sync::Arc<Self>,
+        group: i64,
+        item: S::Item,
+    ) -> crate::error::Result<S::Answer> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.queue.push(group, (item, tx)) {
+            // A task of its own, so a caller that gives up does not strand the others.
+            let me = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(GATHER).await;
+                for (group, mut pending) in me.queue.take() {
+                    while !pending.is_empty() {
+                        let rest = pending.split_off(pending.len().min(S::CHUNK));
+                        me.flush(group, std::mem::replace(&mut pending, rest)).await;
+                    }
+                }
+            });
+        }
+        let answer = rx
+            .await
+            .unwrap_or_else(|_| Err(format!("{} batch was abandoned", S::WHAT)));
+        answer.map_err(|reason| crate::error::Error::Unavailable {
+            source: None,
+            store: self.store.clone(),
+            reason,
+        })
+    }
+
+    async fn flush(&self, group: i64, pending: Vec<(S::Item, Reply<S::Answer>)>) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let answer = self
+            .statement
+            .send(group, pending.iter().map(|(item, _)| item).collect())
+            .await;
+        for (_, reply) in pending {
+            let _ = reply.send(answer.clone());
+        }
+    }
+}

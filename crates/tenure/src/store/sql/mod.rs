@@ -84,8 +84,8 @@ pub struct SqlStore {
     #[cfg(feature = "mysql")]
     named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
-    heartbeats: Arc<heartbeats::Heartbeats>,
-    reaps: Arc<reaps::Reaps>,
+    heartbeats: Arc<gather::Batched<heartbeats::Heartbeats>>,
+    reaps: Arc<gather::Batched<reaps::Reaps>>,
     /// SQLite wake-ups from the file's change counter.
     #[cfg(feature = "sqlite")]
     file_watch: Option<Arc<file_watch::FileWatch>>,

@@ -219,7 +219,7 @@ impl LeaseStore for SqlStore {
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        self.heartbeats.heartbeat(member, ttl).await
+        self.heartbeats.call(duration_us(ttl), member.clone()).await
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
@@ -247,7 +247,7 @@ impl LeaseStore for SqlStore {
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        self.reaps.reap(key).await
+        self.reaps.call(0, key.clone()).await
     }
 
     async fn hand_over(
