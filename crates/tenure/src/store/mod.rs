@@ -330,6 +330,21 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// `ttl` after this call unless refreshed.
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()>;
 
+    /// [`heartbeat`](Self::heartbeat) then [`read`](Self::read) of the
+    /// member's election: an idle follower's one regular call, so a waiting
+    /// replica costs one request per lease lifetime. Stores that can do both
+    /// in one request override this (Redis: one script; PostgreSQL: one
+    /// statement; etcd: one transaction); the heartbeat is written even when
+    /// the read then fails.
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.heartbeat(member, ttl).await?;
+        self.read(&member.key).await
+    }
+
     /// Removes a member's registration. Returns whether there was one.
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool>;
 
@@ -438,6 +453,13 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         (**self).heartbeat(member, ttl).await
+    }
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        (**self).heartbeat_and_read(member, ttl).await
     }
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         (**self).leave(key, holder).await

@@ -392,6 +392,29 @@ impl LeaseStore for RedisStore {
         Ok(())
     }
 
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        let fields: Vec<String> = self
+            .run(
+                self.scripts
+                    .heartbeat_read
+                    .key(self.key("members", &member.key))
+                    .key(self.key("lease", &member.key))
+                    .arg(&member.holder)
+                    .arg(&member.metadata)
+                    .arg(member.priority)
+                    .arg(us(ttl)),
+            )
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        self.record(&member.key, &fields).map(Some)
+    }
+
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         let removed: i64 = redis::cmd("HDEL")
             .arg(self.key("members", key))

@@ -222,6 +222,26 @@ impl LeaseStore for SqlStore {
         self.heartbeats.call(duration_us(ttl), member.clone()).await
     }
 
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        // The heartbeat joins the process's next batched upsert, up to
+        // `GATHER` away; the read must not wait for it: a follower reads a
+        // crashed leader's lease at its expiry, and every millisecond there
+        // is failover time. A failed heartbeat is logged; the next read
+        // (a lease lifetime later) carries another.
+        let heartbeats = self.heartbeats.clone();
+        let (group, queued) = (duration_us(ttl), member.clone());
+        tokio::spawn(async move {
+            if let Err(e) = heartbeats.call(group, queued.clone()).await {
+                tracing::debug!(election = %queued.key, "heartbeat failed: {e}");
+            }
+        });
+        self.read(&member.key).await
+    }
+
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         let done = sqlx::query(&sent(self.dialect, &self.statements.leave))
             .bind(key.namespace.as_str())
