@@ -334,8 +334,9 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// member's election: an idle follower's one regular call, so a waiting
     /// replica costs one request per lease lifetime. Stores that can do both
     /// in one request override this (Redis: one script; PostgreSQL: one
-    /// statement; etcd: one transaction); the heartbeat is written even when
-    /// the read then fails.
+    /// statement); MySQL/MariaDB and SQLite send the two statements side by
+    /// side; etcd (and this default) one after the other. Either way, once it
+    /// returns `Ok` the registration is written.
     async fn heartbeat_and_read(
         &self,
         member: &Member,

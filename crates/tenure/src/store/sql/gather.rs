@@ -97,6 +97,24 @@ impl<S: Statement> Batched<S> {
         self.sent.load(Ordering::Relaxed)
     }
 
+    /// Sends `item` alone, now, without waiting for others: for a caller on
+    /// a path where the gathering delay would cost (a follower's read).
+    pub(super) async fn send_now(
+        &self,
+        group: i64,
+        item: &S::Item,
+    ) -> crate::error::Result<S::Answer> {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.statement
+            .send(group, vec![item])
+            .await
+            .map_err(|reason| crate::error::Error::Unavailable {
+                source: None,
+                store: self.store.clone(),
+                reason,
+            })
+    }
+
     /// Queues `item` in `group` and waits for the statement it joins.
     pub(super) async fn call(
         self: &std::sync::Arc<Self>,

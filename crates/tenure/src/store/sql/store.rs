@@ -227,19 +227,35 @@ impl LeaseStore for SqlStore {
         member: &Member,
         ttl: Duration,
     ) -> Result<Option<LeaseRecord>> {
-        // The heartbeat joins the process's next batched upsert, up to
-        // `GATHER` away; the read must not wait for it: a follower reads a
-        // crashed leader's lease at its expiry, and every millisecond there
-        // is failover time. A failed heartbeat is logged; the next read
-        // (a lease lifetime later) carries another.
-        let heartbeats = self.heartbeats.clone();
-        let (group, queued) = (duration_us(ttl), member.clone());
-        tokio::spawn(async move {
-            if let Err(e) = heartbeats.call(group, queued.clone()).await {
-                tracing::debug!(election = %queued.key, "heartbeat failed: {e}");
-            }
-        });
-        self.read(&member.key).await
+        if let Some(sql) = &self.statements.heartbeat_and_read {
+            let row = sqlx::query(&sent(self.dialect, sql))
+                .bind(member.key.namespace.as_str())
+                .bind(member.key.election.as_str())
+                .bind(member.holder.as_str())
+                .bind(identity_of(&member.holder))
+                .bind(member.metadata.as_str())
+                .bind(i64::from(member.priority))
+                .bind(duration_us(ttl))
+                .bind(member.key.namespace.as_str())
+                .bind(member.key.election.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.wrap(e))?;
+            return row
+                .map(|r| decode_record(&r))
+                .transpose()
+                .map_err(|e| self.wrap(e));
+        }
+        // Elsewhere two statements side by side on two pooled connections:
+        // the read must not wait for the heartbeat batch (up to `GATHER`
+        // away), since a follower reads a crashed leader's lease at its
+        // expiry and every millisecond there is failover time.
+        let (heartbeat, rec) = tokio::join!(
+            self.heartbeats.send_now(duration_us(ttl), member),
+            self.read(&member.key)
+        );
+        heartbeat?;
+        rec
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
