@@ -17,6 +17,13 @@ use crate::error::{Error, Result};
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(any(
+    feature = "sqlite",
+    feature = "mysql",
+    feature = "postgres",
+    feature = "redis"
+))]
+mod gather;
 pub mod memory;
 mod reason;
 #[cfg(feature = "redis")]
