@@ -126,28 +126,29 @@ async fn etcd_follower_is_quiet() {
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
 }
 
-/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
-/// connection is terminated, the leader releases at once (the notification
-/// is lost with the connection), and the follower still takes over within
-/// seconds, not at the 30 s expiry: the listener reconnects and tells it that
-/// anything may have changed, and it reads.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_follower_recovers_when_its_listen_connection_dies() {
-    let url = servers::postgres_url();
-    // A prefix of its own: the LISTEN channel is named after it, so the
-    // connection to terminate is this test's and no other's.
-    let prefix = format!("quiet{:08x}_", rand::random::<u32>());
-    let options = StoreOptions::default().with_table_prefix(prefix.clone());
-    let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
+/// A leader and a follower (ttl 30 s) on two stores of one URL; once the
+/// follower follows, `break_push` cuts its push channel, the leader releases
+/// at once (the wake-up is lost with the channel), and the follower must
+/// still take over within 5 s, not at the 30 s expiry.
+async fn takeover_after_push_loss<F, Fut>(
+    name: &str,
+    url: &str,
+    options: StoreOptions,
+    break_push: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some(leader_store) = servers::connect_or_skip(url, &options).await else {
         return;
     };
-    let follower_store = tenure::store::connect(&url, &options)
+    let follower_store = tenure::store::connect(url, &options)
         .await
         .expect("second store");
     let ttl = Duration::from_secs(30);
     let build = |store: DynStore, id: &str| {
         Elector::builder(store)
-            .election("listen-lost")
+            .election("push-lost")
             .identity(id)
             .ttl(ttl)
             .build()
@@ -161,12 +162,37 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         *follower.leadership().borrow(),
         tenure::State::Following { .. }
     ) {
-        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        assert!(start.elapsed() < Duration::from_secs(5), "{name}: follows");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
+    break_push().await;
+    let released = Instant::now();
+    leader.shutdown().await.expect("release");
+    tokio::time::timeout(Duration::from_secs(5), follower.acquired())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{name}: the follower did not take over within 5 s of a release whose wake-up was lost (ttl 30 s)")
+        })
+        .expect("follower leads");
+    eprintln!(
+        "{name}: takeover {:?} after a release while push was down",
+        released.elapsed()
+    );
+    follower.shutdown().await.expect("shutdown");
+}
+
+/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
+/// connection is terminated, and the listener reconnects and tells it that
+/// anything may have changed, and it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_follower_recovers_when_its_listen_connection_dies() {
+    let url = servers::postgres_url();
+    // A prefix of its own: the LISTEN channel is named after it, so the
+    // connection to terminate is this test's and no other's.
+    let prefix = format!("quiet{:08x}_", rand::random::<u32>());
+    let options = StoreOptions::default().with_table_prefix(prefix.clone());
     let channel = format!("{prefix}changes");
-    let listening = || async {
+    let listening = |url: String, channel: String| async move {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND query LIKE $1",
         )
@@ -175,36 +201,30 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         .await
         .expect("count listeners")
     };
-    let start = Instant::now();
-    while listening().await < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "both stores listen on {channel}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let killed: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE query LIKE '%LISTEN%' AND query LIKE $1",
-    )
-    .bind(format!("%{channel}%"))
-    .fetch_all(&mut admin)
-    .await
-    .expect("terminate the listeners");
-    assert_eq!(killed, [true, true], "both LISTEN connections terminated");
-    let released = Instant::now();
-    leader.shutdown().await.expect("release");
-    tokio::time::timeout(Duration::from_secs(5), follower.acquired())
-        .await
-        .expect(
-            "the follower took over within 5 s of a release whose notification was lost (ttl 30 s)",
+    takeover_after_push_loss("postgres", &url, options, || async {
+        let start = Instant::now();
+        while listening(url.clone(), channel.clone()).await < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "both stores listen on {channel}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE query LIKE '%LISTEN%' AND query LIKE $1",
         )
-        .expect("follower leads");
-    eprintln!(
-        "postgres: takeover {:?} after a release while LISTEN was down",
-        released.elapsed()
-    );
-    follower.shutdown().await.expect("shutdown");
+        .bind(format!("%{channel}%"))
+        .fetch_all(&mut admin)
+        .await
+        .expect("terminate the listeners");
+        assert_eq!(killed, [true, true], "both LISTEN connections terminated");
+    })
+    .await;
+    let Ok(mut admin) = sqlx::PgConnection::connect(&url).await else {
+        return; // skipped above
+    };
     // This test's own tables go: the shared database keeps no clutter.
     for table in ["leases", "members", "history", "schema"] {
         sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{table}"))
@@ -212,4 +232,81 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
             .await
             .expect("drop a test table");
     }
+}
+
+/// Redis: the pub/sub connections are killed (a private server, so only this
+/// test's clients go); the subscriber reconnects and wakes its followers.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_follower_recovers_when_its_subscription_dies() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::Redis.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    let url = server.url();
+    takeover_after_push_loss("redis", &url, StoreOptions::default(), || async {
+        let client = redis::Client::open(url.as_str()).expect("client");
+        let mut admin = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("admin");
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut admin)
+            .await
+            .expect("CLIENT KILL");
+        assert!(killed >= 1, "a subscription killed");
+    })
+    .await;
+}
+
+/// MySQL/MariaDB: the connection a follower blocks on in `GET_LOCK` is killed
+/// (a private server, so only this test's waiters go); the follower reads
+/// and waits again instead of sleeping to the lease's expiry.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::MariaDb.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let server = Server::start_with(Kind::MariaDb, ServerOptions::default()).expect("mariadbd");
+    let url = server.url();
+    takeover_after_push_loss("mariadb", &url, StoreOptions::default(), || async {
+        let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+        let waiters = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM information_schema.PROCESSLIST WHERE state = 'User lock'",
+            )
+            .fetch_all(&mut sqlx::MySqlConnection::connect(&url).await.expect("probe"))
+            .await
+            .expect("list lock waiters")
+        };
+        let start = Instant::now();
+        let ids = loop {
+            let ids = waiters().await;
+            if !ids.is_empty() {
+                break ids;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "a follower waits in GET_LOCK"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for id in ids {
+            sqlx::query(&format!("KILL {id}"))
+                .execute(&mut admin)
+                .await
+                .expect("KILL the waiter");
+        }
+    })
+    .await;
 }
