@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
-use tenure::store::{DynStore, StoreOptions};
+use tenure::store::{DynStore, LeaseStore, StoreOptions};
 use tenure::testing::{servers, Instrumented, Op};
 use tenure::Elector;
 
@@ -92,6 +92,96 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         released.elapsed()
     );
     follower.shutdown().await.expect("shutdown");
+}
+
+/// An observer (what `tenure watch` runs) costs about what a follower does:
+/// idle on a free election nothing but a 10 s fallback read where the store
+/// pushes acquisitions, idle on a held one a read when the lease would
+/// expire; and it reports an acquisition and a release promptly.
+async fn observer_is_quiet(name: &str, url: String, options: StoreOptions) {
+    use tenure::observe::{observe, Change, ObserveOptions, Selection};
+    let Some(store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let counted = Arc::new(Instrumented::new(
+        tenure::store::connect(&url, &options)
+            .await
+            .expect("observer's store"),
+    ));
+    let acquisitions_pushed = counted.capabilities().push_acquisitions;
+    let election = format!("watched-{:08x}", rand::random::<u32>());
+    let key = tenure::store::ElectionKey::new("default", election.clone());
+    let mut changes = observe(
+        counted.clone() as DynStore,
+        Selection::Elections(vec![key]),
+        ObserveOptions::default(),
+    );
+    let first = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+    assert!(
+        matches!(first, Ok(Some(Change::NoLeader { .. }))),
+        "{name}: {first:?}"
+    );
+    let before = counted.total_calls();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_free = counted.total_calls() - before;
+    if acquisitions_pushed {
+        // Polling every 40-80 ms made 25-50.
+        assert!(
+            idle_free <= 1,
+            "{name}: an observer of a free election made {idle_free} requests in 2 s"
+        );
+    }
+    let ttl = Duration::from_secs(2);
+    let leader = Elector::builder(store)
+        .election(election)
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    let acquired = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+    let reported = acquired.elapsed();
+    assert!(
+        matches!(seen, Ok(Some(Change::Leader { .. }))),
+        "{name}: the acquisition was not reported within 1 s: {seen:?}"
+    );
+    let before = counted.total_calls();
+    tokio::time::sleep(ttl * 3).await;
+    let idle_held = counted.total_calls() - before;
+    assert!(
+        idle_held <= 5,
+        "{name}: an observer of a held election made {idle_held} requests in three TTLs"
+    );
+    leader.shutdown().await.expect("release");
+    let released = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+    assert!(
+        matches!(seen, Ok(Some(Change::NoLeader { .. }))),
+        "{name}: the release was not reported within 1 s: {seen:?}"
+    );
+    eprintln!(
+        "{name}: observer idle {idle_free} requests in 2 s (free), {idle_held} in three TTLs \
+         (held); acquisition reported {reported:?} after acquired() returned, release {:?} \
+         after shutdown() returned",
+        released.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_are_quiet_on_every_store() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sqlite = format!("sqlite://{}", dir.path().join("observed.db").display());
+    observer_is_quiet("sqlite", sqlite, StoreOptions::default()).await;
+    observer_is_quiet("postgres", servers::postgres_url(), StoreOptions::default()).await;
+    #[cfg(feature = "mysql")]
+    observer_is_quiet("mariadb", servers::mysql_url(), StoreOptions::default()).await;
+    #[cfg(feature = "redis")]
+    observer_is_quiet("redis", servers::redis_url(), StoreOptions::default()).await;
+    #[cfg(feature = "etcd")]
+    if let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) {
+        observer_is_quiet("etcd", etcd.url(), StoreOptions::default()).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

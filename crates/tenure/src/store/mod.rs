@@ -284,6 +284,10 @@ pub enum Acquire {
 pub struct Capabilities {
     /// Changes are pushed to waiting candidates (LISTEN/NOTIFY, pub/sub, watch).
     pub push: bool,
+    /// Acquisitions of a free election are pushed too, so an observer need
+    /// not poll elections nobody holds. MySQL/MariaDB's named locks signal
+    /// only a leader letting go.
+    pub push_acquisitions: bool,
     /// Work can be committed in a transaction fenced by the lease (SQL stores).
     pub fenced_transactions: bool,
     /// Several elections can be renewed by one statement.

@@ -318,6 +318,7 @@ impl LeaseStore for RedisStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
+            push_acquisitions: true,
             ..Capabilities::default()
         }
     }

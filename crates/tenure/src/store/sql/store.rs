@@ -152,6 +152,7 @@ impl LeaseStore for SqlStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
+            push_acquisitions: !matches!(self.dialect, super::dialect::Dialect::MySql),
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
