@@ -24,6 +24,9 @@ pub enum Action {
     SendFenced(u8),
     /// A follower stops waiting for its acquisition's answer (time-out).
     GiveUp(u8),
+    /// A leader's renewal fails with an error (a reset connection); the
+    /// request may still land. The leader retries.
+    RenewError(u8),
     /// A message arrives.
     Deliver(Msg),
     /// A message is lost.
@@ -393,6 +396,9 @@ impl Model for Protocol {
                         if c.call.is_none() && room && left + p.ttl / 3 <= p.local_lease() {
                             actions.push(Action::SendRenew(me));
                         }
+                        if c.call.is_some() {
+                            actions.push(Action::RenewError(me));
+                        }
                         if room {
                             actions.push(Action::StepDown(me, None));
                             // Hand-over to the next candidate (one target
@@ -490,7 +496,7 @@ impl Model for Protocol {
                     },
                 );
             }
-            Action::GiveUp(i) => s.cands[usize::from(i)].call = None,
+            Action::GiveUp(i) | Action::RenewError(i) => s.cands[usize::from(i)].call = None,
             Action::Deliver(m) | Action::Lose(m) => {
                 let k = s.msgs.iter().position(|x| *x == m)?;
                 s.msgs.remove(k);

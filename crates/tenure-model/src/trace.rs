@@ -64,6 +64,7 @@ fn action_name(a: Action) -> String {
         Action::StepDown(i, Some(j)) => format!("c{i} steps down, hands over to c{j}"),
         Action::SendFenced(i) => format!("c{i} sends a fenced write"),
         Action::GiveUp(i) => format!("c{i} stops waiting for its acquire"),
+        Action::RenewError(i) => format!("c{i}'s renew fails with an error"),
         Action::Deliver(m @ Msg::Request { .. }) => format!("store applies {}", msg_name(m)),
         Action::Deliver(m) => format!("delivered: {}", msg_name(m)),
         Action::Lose(m) => format!("LOST: {}", msg_name(m)),
