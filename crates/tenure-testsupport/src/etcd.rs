@@ -9,6 +9,10 @@
 //! if let Some(cluster) = EtcdCluster::start_or_skip(3, false) {
 //!     let url = cluster.url(); // etcd://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3
 //! }
+//! // TLS on the client port with a fresh test CA; client certificates required.
+//! let tls = EtcdCluster::start_with(1, EtcdOptions::tls().with_client_cert_auth())?;
+//! let url = tls.url(); // etcds://127.0.0.1:p1?cacert=/tmp/.../ca.pem
+//! # Ok::<(), std::io::Error>(())
 //! ```
 
 use std::io::{Read, Write};
@@ -18,6 +22,34 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::servers::free_port;
+use crate::tls::TestCa;
+
+/// How to start an [`EtcdCluster`].
+#[derive(Clone, Debug, Default)]
+pub struct EtcdOptions {
+    /// Serve clients over TLS only (`https://` client URLs), with a fresh
+    /// test CA (see [`EtcdCluster::tls`]); peers still talk plain HTTP.
+    pub tls: bool,
+    /// With `tls`: `--client-cert-auth` and `--trusted-ca-file`, so clients
+    /// must present a certificate signed by the test CA.
+    pub client_cert_auth: bool,
+}
+
+impl EtcdOptions {
+    /// TLS on the client port, client certificates optional.
+    pub fn tls() -> Self {
+        Self {
+            tls: true,
+            ..Self::default()
+        }
+    }
+
+    /// Requires client certificates (`--client-cert-auth`).
+    pub fn with_client_cert_auth(mut self) -> Self {
+        self.client_cert_auth = true;
+        self
+    }
+}
 
 /// The etcd binary: `TENURE_ETCD_BIN`, else `etcd` on the `PATH`
 /// (Debian package `etcd-server`).
@@ -36,6 +68,9 @@ pub fn binary() -> Option<PathBuf> {
 pub struct EtcdCluster {
     members: Vec<Option<Child>>,
     client_ports: Vec<u16>,
+    /// Plain-HTTP `/health` (and `/metrics`) ports, one per member.
+    metrics_ports: Vec<u16>,
+    tls: Option<TestCa>,
     dir: tempfile::TempDir,
 }
 
@@ -44,6 +79,11 @@ impl EtcdCluster {
     /// itself healthy (it has a raft leader and serves reads). Election
     /// timeout 250 ms, so leases can be as short as 1 s.
     pub fn start(n: usize) -> std::io::Result<Self> {
+        Self::start_with(n, EtcdOptions::default())
+    }
+
+    /// Like [`Self::start`], with TLS when `options` asks for it.
+    pub fn start_with(n: usize, options: EtcdOptions) -> std::io::Result<Self> {
         let bin = binary().ok_or_else(|| {
             std::io::Error::other("no etcd binary (install etcd-server or set TENURE_ETCD_BIN)")
         })?;
@@ -61,10 +101,18 @@ impl EtcdCluster {
             .tempdir_in(base)?;
         let mut client_ports = Vec::new();
         let mut peer_ports = Vec::new();
+        let mut metrics_ports = Vec::new();
         for _ in 0..n {
             client_ports.push(free_port()?);
             peer_ports.push(free_port()?);
+            metrics_ports.push(free_port()?);
         }
+        let tls = if options.tls {
+            Some(TestCa::generate(&dir.path().join("tls"), "root")?)
+        } else {
+            None
+        };
+        let client_scheme = if tls.is_some() { "https" } else { "http" };
         let initial: Vec<String> = peer_ports
             .iter()
             .enumerate()
@@ -78,23 +126,42 @@ impl EtcdCluster {
         let mut cluster = Self {
             members: Vec::new(),
             client_ports: client_ports.clone(),
+            metrics_ports: metrics_ports.clone(),
+            tls,
             dir,
         };
         for i in 0..n {
             let log = std::fs::File::create(cluster.log_path(i))?;
-            let child = Command::new(&bin)
+            let mut command = Command::new(&bin);
+            if let Some(ca) = &cluster.tls {
+                command
+                    .arg(format!("--cert-file={}", ca.server_cert.display()))
+                    .arg(format!("--key-file={}", ca.server_key.display()));
+                // etcd requires client certificates whenever it has a
+                // --trusted-ca-file, whatever --client-cert-auth says.
+                if options.client_cert_auth {
+                    command
+                        .arg(format!("--trusted-ca-file={}", ca.ca_cert.display()))
+                        .arg("--client-cert-auth");
+                }
+            }
+            let child = command
                 .arg(format!("--name=m{i}"))
                 .arg(format!(
                     "--data-dir={}",
                     cluster.dir.path().join(format!("m{i}")).display()
                 ))
                 .arg(format!(
-                    "--listen-client-urls=http://127.0.0.1:{}",
+                    "--listen-client-urls={client_scheme}://127.0.0.1:{}",
                     client_ports[i]
                 ))
                 .arg(format!(
-                    "--advertise-client-urls=http://127.0.0.1:{}",
+                    "--advertise-client-urls={client_scheme}://127.0.0.1:{}",
                     client_ports[i]
+                ))
+                .arg(format!(
+                    "--listen-metrics-urls=http://127.0.0.1:{}",
+                    metrics_ports[i]
                 ))
                 .arg(format!(
                     "--listen-peer-urls=http://127.0.0.1:{}",
@@ -159,7 +226,7 @@ impl EtcdCluster {
                         self.log_tail(i)
                     )));
                 }
-                if let Err(e) = health(self.client_ports[i]) {
+                if let Err(e) = health(self.metrics_ports[i]) {
                     pending = Some((i, e));
                     break;
                 }
@@ -184,14 +251,28 @@ impl EtcdCluster {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    /// The store URL naming every member.
+    /// The store URL naming every member: `etcd://...`, or with TLS
+    /// `etcds://...?cacert=<the test CA>`.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .client_ports
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        format!("etcd://{}", hosts.join(","))
+        match &self.tls {
+            None => format!("etcd://{}", hosts.join(",")),
+            Some(ca) => format!(
+                "etcds://{}?cacert={}",
+                hosts.join(","),
+                ca.ca_cert.display()
+            ),
+        }
+    }
+
+    /// The test CA of a TLS cluster (its `client_cert`/`client_key` are a
+    /// client certificate the cluster accepts).
+    pub fn tls(&self) -> Option<&TestCa> {
+        self.tls.as_ref()
     }
 
     /// The client address (`127.0.0.1:port`) of member `i`.
@@ -218,7 +299,7 @@ impl EtcdCluster {
     }
 }
 
-/// Asks the member on `port` for `/health` (plain HTTP on the client port):
+/// Asks the member on `port` for `/health` (plain HTTP on its metrics port):
 /// `Ok` when it answers `"health":"true"`, which etcd says only with a raft
 /// leader and a read served.
 fn health(port: u16) -> std::io::Result<()> {

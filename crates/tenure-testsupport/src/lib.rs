@@ -10,6 +10,6 @@ pub mod etcd;
 pub mod servers;
 pub mod tls;
 
-pub use etcd::EtcdCluster;
+pub use etcd::{EtcdCluster, EtcdOptions};
 pub use servers::{Kind, Server, ServerOptions};
 pub use tls::TestCa;

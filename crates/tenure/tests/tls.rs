@@ -340,3 +340,171 @@ fn redis_tls_launcher() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// TLS to etcd (`etcds://`): private single-member clusters serving clients
+/// over TLS with a fresh test CA.
+#[cfg(feature = "etcd")]
+mod etcd {
+    use std::time::Duration;
+
+    use tenure::Elector;
+    use tenure_testsupport::{EtcdCluster, EtcdOptions, TestCa};
+
+    use super::{assert_tls_error, must_connect, must_fail, path, required};
+
+    fn start(options: EtcdOptions) -> Option<EtcdCluster> {
+        if tenure_testsupport::etcd::binary().is_none() {
+            if required() {
+                panic!("etcd is required for the TLS tests (CI=true or TENURE_REQUIRE_SERVERS=1): apt-get install etcd-server");
+            }
+            eprintln!("SKIPPED: etcd TLS tests: no etcd binary");
+            return None;
+        }
+        Some(
+            tokio::task::block_in_place(|| EtcdCluster::start_with(1, options))
+                .unwrap_or_else(|e| panic!("private etcd with TLS did not start: {e}")),
+        )
+    }
+
+    /// The URL's hosts (`127.0.0.1:port`), without scheme or parameters.
+    fn hosts(cluster: &EtcdCluster) -> String {
+        cluster.member_addr(0)
+    }
+
+    async fn elects(url: &str, election: &str) {
+        let elector = Elector::builder(must_connect(url).await)
+            .election(election)
+            .ttl(Duration::from_secs(2))
+            .build()
+            .expect("elector");
+        tokio::time::timeout(Duration::from_secs(10), elector.acquired())
+            .await
+            .unwrap_or_else(|_| panic!("{url} should lead within 10 s"))
+            .expect("leads");
+        elector.shutdown().await.expect("shutdown");
+    }
+
+    /// An admin client over TLS (for enabling authentication).
+    async fn admin(cluster: &EtcdCluster) -> etcd_client::Client {
+        let ca = cluster.tls().expect("tls");
+        let tls = etcd_client::TlsOptions::new()
+            .assume_http2(true)
+            .ca_certificate(etcd_client::Certificate::from_pem(
+                std::fs::read(&ca.ca_cert).expect("ca"),
+            ));
+        etcd_client::Client::connect(
+            [format!("https://{}", hosts(cluster))],
+            Some(etcd_client::ConnectOptions::new().with_tls(tls)),
+        )
+        .await
+        .expect("admin client over TLS")
+    }
+
+    /// Verified by the right CA (by IP and by name), an election over it, and
+    /// the refusals: another CA, no CA file, plain `etcd://`, TLS parameters
+    /// on `etcd://`; then user and password over TLS.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd_tls() {
+        let Some(cluster) = start(EtcdOptions::tls()) else {
+            return;
+        };
+        let ca = cluster.tls().expect("tls").clone();
+        let url = cluster.url();
+        assert!(url.starts_with("etcds://127.0.0.1:"), "{url}");
+        elects(&url, "tls").await;
+        let by_name = url.replace("127.0.0.1", "localhost");
+        must_connect(&by_name).await;
+
+        // A CA that did not sign the server certificate.
+        let other_dir = tempfile::tempdir().unwrap();
+        let other = TestCa::generate(other_dir.path(), "nobody").unwrap();
+        let e = must_fail(&format!(
+            "etcds://root:s3cret-pw@{}?cacert={}",
+            hosts(&cluster),
+            path(&other.ca_cert)
+        ))
+        .await;
+        assert_tls_error(
+            &e,
+            &[
+                "the server's certificate is not signed by the CA in cacert=",
+                &path(&other.ca_cert),
+                "--cert-file",
+            ],
+        );
+        assert!(!e.to_string().contains("s3cret-pw"), "password leaked: {e}");
+
+        // A CA file that does not exist is named.
+        let e = must_fail(&format!(
+            "etcds://{}?cacert=/nonexistent/tenure-ca.pem",
+            hosts(&cluster)
+        ))
+        .await;
+        assert_tls_error(
+            &e,
+            &["cacert=", "/nonexistent/tenure-ca.pem", "No such file"],
+        );
+
+        // TLS parameters need etcds://.
+        let e = must_fail(&format!(
+            "etcd://{}?cacert={}",
+            hosts(&cluster),
+            path(&ca.ca_cert)
+        ))
+        .await;
+        assert!(
+            e.is_usage() && e.to_string().contains("use etcds://"),
+            "{e}"
+        );
+
+        // User and password over TLS: a wrong password is refused without
+        // being echoed; the right one elects.
+        let mut admin = admin(&cluster).await;
+        admin.user_add("root", "rootpw", None).await.expect("root");
+        admin
+            .user_grant_role("root", "root")
+            .await
+            .expect("root role");
+        admin.auth_enable().await.expect("auth on");
+        let with_user = |user: &str| {
+            format!(
+                "etcds://{user}@{}?cacert={}",
+                hosts(&cluster),
+                path(&ca.ca_cert)
+            )
+        };
+        let e = must_fail(&with_user("root:wrong-pw")).await;
+        assert!(matches!(e, tenure::Error::PermissionDenied { .. }), "{e:?}");
+        assert!(!e.to_string().contains("wrong-pw"), "password leaked: {e}");
+        assert!(
+            !format!("{e:?}").contains("wrong-pw"),
+            "password leaked: {e:?}"
+        );
+        elects(&with_user("root:rootpw"), "tls-auth").await;
+    }
+
+    /// `--client-cert-auth`: the test CA's client certificate gets in; without
+    /// one the refusal names cert= and key=.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd_tls_client_certificate() {
+        let Some(cluster) = start(EtcdOptions::tls().with_client_cert_auth()) else {
+            return;
+        };
+        let ca = cluster.tls().expect("tls").clone();
+        let url = cluster.url();
+        elects(
+            &format!(
+                "{url}&cert={}&key={}",
+                path(&ca.client_cert),
+                path(&ca.client_key)
+            ),
+            "client-cert",
+        )
+        .await;
+        let e = must_fail(&url).await;
+        assert_tls_error(
+            &e,
+            &["client certificate", "cert=client.pem&key=client.key"],
+        );
+    }
+}

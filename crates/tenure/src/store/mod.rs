@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+#[cfg(any(feature = "redis", feature = "etcd"))]
+mod client_tls;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 #[cfg(any(
@@ -29,7 +31,7 @@ mod reason;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod registry;
-#[cfg(any(feature = "tls", feature = "redis"))]
+#[cfg(any(feature = "tls", feature = "redis", feature = "etcd"))]
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub mod sql;

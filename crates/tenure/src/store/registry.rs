@@ -74,6 +74,7 @@ pub fn supported_schemes() -> Vec<(&'static str, bool)> {
         ("redis", cfg!(feature = "redis")),
         ("rediss", cfg!(feature = "redis")),
         ("etcd", cfg!(feature = "etcd")),
+        ("etcds", cfg!(feature = "etcd")),
         ("memory", true),
     ]
 }
@@ -84,7 +85,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
         "mysql" | "mariadb" => Some("mysql"),
         "postgres" | "postgresql" => Some("postgres"),
         "redis" | "rediss" => Some("redis"),
-        "etcd" => Some("etcd"),
+        "etcd" | "etcds" => Some("etcd"),
         _ => None,
     }
 }
@@ -98,6 +99,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
 /// | `postgres://user:pass@host/db`, `postgresql://...` | PostgreSQL 12+ |
 /// | `redis://[:pass@]host[:port][/db]`, `rediss://...?cacert=ca.pem` | Redis 5+ (Lua scripts, pub/sub) |
 /// | `etcd://host:2379`, `etcd://user:pass@h1:2379,h2:2379,h3:2379` | etcd v3 cluster (leases are whole seconds) |
+/// | `etcds://user:pass@h1:2379,h2:2379?cacert=ca.pem&cert=c.pem&key=c.key` | etcd v3 over TLS |
 /// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
 ///
 /// ```
@@ -136,7 +138,7 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
     if feature == "redis" {
         return connect_redis(url, options).await;
     }
-    if scheme == "etcd" {
+    if feature == "etcd" {
         return connect_etcd(url, options).await;
     }
     connect_sql(url, options).await
@@ -210,7 +212,7 @@ fn schemes_hint() -> String {
 pub fn redact_url(url: &str) -> String {
     if url
         .split_once("://")
-        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("etcd"))
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("etcd") || s.eq_ignore_ascii_case("etcds"))
     {
         // Several comma-separated hosts: not a URL the `url` crate parses.
         return redact_etcd(url);
@@ -306,6 +308,10 @@ mod tests {
         assert_eq!(
             redact_url("etcd://root:s3cret@h1:2379,h2:2379"),
             "etcd://root:***@h1:2379,h2:2379"
+        );
+        assert_eq!(
+            redact_url("etcds://root:s3cret@h1:2379,h2:2379?cacert=/ca.pem"),
+            "etcds://root:***@h1:2379,h2:2379/..."
         );
         assert_eq!(redact_url("etcd://h1:2379"), "etcd://h1:2379");
     }

@@ -37,7 +37,7 @@ impl EtcdStore {
         // Which endpoints accept TCP at all: tells "down" from "not etcd".
         let mut reachable = 0;
         for ep in &parsed.endpoints {
-            let addr = ep.trim_start_matches("http://");
+            let addr = super::url::address(ep);
             if let Ok(Ok(_)) =
                 tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await
             {
@@ -59,6 +59,17 @@ impl EtcdStore {
         if let Some((user, pass)) = &parsed.user {
             copts = copts.with_user(user.clone(), pass.clone());
         }
+        if let Some(files) = &parsed.tls {
+            copts = copts.with_tls(super::tls::options(files, &described)?);
+        }
+        // A TLS failure is a configuration error: reported at once, not
+        // retried until the timeout and then called "not etcd".
+        let tls_error = |e: &etcd_client::Error| {
+            parsed
+                .tls
+                .as_ref()
+                .and_then(|files| super::tls::classify(files, &described, e))
+        };
         let not_etcd = || {
             Error::Protocol { source: None,
             store: described.clone(),
@@ -90,10 +101,13 @@ impl EtcdStore {
         {
             Err(_) => return Err(not_etcd()),
             Ok(Err(e)) => {
+                if let Some(tls) = tls_error(&e) {
+                    return Err(tls.with_source(e));
+                }
                 return Err(match map_client_error(&described, e) {
                     Error::Unavailable { .. } => not_etcd(),
                     other => other,
-                })
+                });
             }
             Ok(Ok(c)) => c,
         };
@@ -105,7 +119,12 @@ impl EtcdStore {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             match tokio::time::timeout(left, probe.status()).await {
                 Ok(Ok(_)) => break,
-                Ok(Err(e)) => last = Some(map_client_error(&described, e)),
+                Ok(Err(e)) => {
+                    if let Some(tls) = tls_error(&e) {
+                        return Err(tls.with_source(e));
+                    }
+                    last = Some(map_client_error(&described, e))
+                }
                 Err(_) => {}
             }
             if tokio::time::Instant::now() + Duration::from_millis(100) >= deadline {
@@ -135,7 +154,12 @@ impl EtcdStore {
         });
         match tokio::time::timeout(timeout, read).await {
             Err(_) => return Err(unavailable(format!("no answer within {timeout:?}"))),
-            Ok(Err(e)) => return Err(map_client_error(&described, e)),
+            Ok(Err(e)) => {
+                return Err(match tls_error(&e) {
+                    Some(tls) => tls.with_source(e),
+                    None => map_client_error(&described, e),
+                })
+            }
             Ok(Ok(_)) => {}
         }
         let (tx, _) = broadcast::channel(1024);

@@ -33,7 +33,7 @@ pub(super) async fn endpoint_health(client: Client, endpoints: Vec<String>, acti
 pub(super) async fn reachable(endpoints: &[String]) -> Vec<bool> {
     let mut alive = Vec::with_capacity(endpoints.len());
     for ep in endpoints {
-        let addr = ep.trim_start_matches("http://");
+        let addr = super::url::address(ep);
         let ok = matches!(
             tokio::time::timeout(
                 Duration::from_millis(300),

@@ -1,12 +1,19 @@
-//! `etcd://` URLs: endpoints, credentials, redaction.
+//! `etcd://` and `etcds://` URLs: endpoints, credentials, TLS files, redaction.
 
 use crate::error::{Error, Result};
+use crate::store::client_tls::ClientTlsFiles;
 
-/// A parsed `etcd://` URL.
+const EXPECTED: &str =
+    "expected etcd://[user:password@]host:port[,host:port...] or etcds://...?cacert=ca.pem for TLS";
+
+/// A parsed `etcd://` or `etcds://` URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct EtcdUrl {
+    /// `http://host:port` or, with TLS, `https://host:port`.
     pub(super) endpoints: Vec<String>,
     pub(super) user: Option<(String, String)>,
+    /// `Some` for `etcds://` (possibly with no files: the system's roots).
+    pub(super) tls: Option<ClientTlsFiles>,
 }
 
 fn percent_decode(s: &str) -> String {
@@ -20,12 +27,16 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
         url: redact(url),
         reason,
     };
-    let rest = url
-        .split_once("://")
-        .filter(|(s, _)| s.eq_ignore_ascii_case("etcd"))
-        .map(|(_, r)| r)
-        .ok_or_else(|| bad("expected etcd://host:port[,host:port...]".into()))?;
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad(EXPECTED.into()))?;
+    let tls_scheme = if scheme.eq_ignore_ascii_case("etcds") {
+        true
+    } else if scheme.eq_ignore_ascii_case("etcd") {
+        false
+    } else {
+        return Err(bad(EXPECTED.into()));
+    };
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = before_query.split('/').next().unwrap_or_default();
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((u, h)) => (Some(u), h),
         None => (None, authority),
@@ -37,12 +48,27 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
             Some((percent_decode(name), percent_decode(pass)))
         }
     };
+    // Named like etcdctl's `--cacert`, `--cert`, `--key` (and redis-cli's).
+    let mut files = ClientTlsFiles::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if let Some((k, _)) = files.take(&percent_decode(k), percent_decode(v)) {
+            return Err(bad(format!(
+                "unknown parameter {k:?}; etcd URLs take cacert=, cert= and key= (with etcds://)"
+            )));
+        }
+    }
+    if files.any() && !tls_scheme {
+        return Err(bad(
+            "cacert, cert and key are TLS settings; use etcds:// to connect with TLS".into(),
+        ));
+    }
+    files.check_pair().map_err(bad)?;
+    let http = if tls_scheme { "https" } else { "http" };
     let mut endpoints = Vec::new();
     for host in hosts.split(',') {
         if host.is_empty() {
-            return Err(bad(
-                "empty host; expected etcd://host:port[,host:port...]".into()
-            ));
+            return Err(bad(format!("empty host; {EXPECTED}")));
         }
         let with_port = match host.rsplit_once(':') {
             Some((_, port)) if !host.ends_with(']') => {
@@ -52,9 +78,20 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
             }
             _ => format!("{host}:2379"),
         };
-        endpoints.push(format!("http://{with_port}"));
+        endpoints.push(format!("{http}://{with_port}"));
     }
-    Ok(EtcdUrl { endpoints, user })
+    Ok(EtcdUrl {
+        endpoints,
+        user,
+        tls: tls_scheme.then_some(files),
+    })
+}
+
+/// The `host:port` of an endpoint URL.
+pub(super) fn address(endpoint: &str) -> &str {
+    endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, address)| address)
 }
 
 pub(super) fn redact(url: &str) -> String {
@@ -70,6 +107,7 @@ mod tests {
         let u = parse_url("etcd://a:1,b,c:3").unwrap();
         assert_eq!(u.endpoints, ["http://a:1", "http://b:2379", "http://c:3"]);
         assert_eq!(u.user, None);
+        assert_eq!(u.tls, None);
         let u = parse_url("etcd://root:p%40ss@h:2379/x").unwrap();
         assert_eq!(u.user, Some(("root".into(), "p@ss".into())));
         assert!(parse_url("etcd://h:x").is_err());
@@ -82,5 +120,35 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("SECRET"));
+        assert_eq!(address("https://h:1"), "h:1");
+    }
+
+    #[test]
+    fn tls_urls() {
+        let u = parse_url("etcds://u:pw@a:1,b?cacert=/ca.pem&cert=/c.pem&key=/c.key").unwrap();
+        assert_eq!(u.endpoints, ["https://a:1", "https://b:2379"]);
+        assert_eq!(
+            u.tls,
+            Some(ClientTlsFiles {
+                cacert: Some("/ca.pem".into()),
+                cert: Some("/c.pem".into()),
+                key: Some("/c.key".into()),
+            })
+        );
+        assert_eq!(
+            parse_url("ETCDS://h").unwrap().tls,
+            Some(Default::default())
+        );
+        let e = parse_url("etcd://h?cacert=/ca.pem")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use etcds://"), "{e}");
+        let e = parse_url("etcds://h?cert=/c.pem").unwrap_err().to_string();
+        assert!(e.contains("key="), "{e}");
+        let e = parse_url("etcds://u:SECRET@h?sslmode=require")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown parameter \"sslmode\""), "{e}");
+        assert!(!e.contains("SECRET"), "{e}");
     }
 }

@@ -3,9 +3,7 @@
 //! the URL is the redis crate's.
 
 use crate::error::{Error, Result};
-
-/// Query parameters tenure reads (named like redis-cli's `--cacert`, `--cert`, `--key`).
-const TLS_PARAMS: [&str; 3] = ["cacert", "cert", "key"];
+use crate::store::client_tls::ClientTlsFiles;
 
 pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     let bad = |reason: String| Error::InvalidUrl {
@@ -27,26 +25,19 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
             )));
         }
     }
-    let mut tls: [Option<String>; 3] = Default::default();
-    let mut rest = Vec::new();
-    for (k, v) in parsed.query_pairs() {
-        match TLS_PARAMS.iter().position(|p| *p == k) {
-            Some(i) => tls[i] = Some(v.into_owned()),
-            None => rest.push((k.into_owned(), v.into_owned())),
-        }
-    }
-    let [cacert, cert, key] = tls;
-    let tls_asked = cacert.is_some() || cert.is_some() || key.is_some();
+    // Named like redis-cli's `--cacert`, `--cert`, `--key`.
+    let mut tls = ClientTlsFiles::default();
+    let rest: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(k, v)| tls.take(&k, v.into_owned()))
+        .collect();
+    let tls_asked = tls.any();
     if tls_asked && parsed.scheme() != "rediss" {
         return Err(bad(
             "cacert, cert and key are TLS settings; use rediss:// to connect with TLS".into(),
         ));
     }
-    if cert.is_some() != key.is_some() {
-        return Err(bad(
-            "a client certificate needs both cert=<PEM file> and key=<PEM file>".into(),
-        ));
-    }
+    tls.check_pair().map_err(bad)?;
     if rest.is_empty() {
         parsed.set_query(None);
     } else {
@@ -61,24 +52,14 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     if !tls_asked {
         return redis::Client::open(parsed.as_str()).map_err(open);
     }
-    let read = |what: &str, path: &str| -> Result<Vec<u8>> {
-        std::fs::read(path).map_err(|e| {
-            bad(format!(
-                "cannot read the {what} file {path:?}: {e}; give a readable PEM file"
-            ))
-        })
-    };
-    let root_cert = cacert
-        .as_deref()
-        .map(|p| read("CA (cacert=)", p))
-        .transpose()?;
-    let client_tls = match (cert.as_deref(), key.as_deref()) {
-        (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
-            client_cert: read("client certificate (cert=)", c)?,
-            client_key: read("client key (key=)", k)?,
-        }),
-        _ => None,
-    };
+    let root_cert = tls.read_cacert().map_err(bad)?;
+    let client_tls = tls
+        .read_identity()
+        .map_err(bad)?
+        .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+            client_cert,
+            client_key,
+        });
     redis::Client::build_with_tls(
         parsed.as_str(),
         redis::TlsCertificates {

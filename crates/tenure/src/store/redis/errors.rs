@@ -5,6 +5,7 @@ use std::time::Duration;
 use redis::{ErrorKind, RedisError};
 
 use crate::error::Error;
+use crate::store::client_tls::{self, ServerHints};
 
 /// The redis crate may quote the URL it was given; never let a password through.
 pub(super) fn without_secrets(text: &str, url: &str) -> String {
@@ -37,7 +38,7 @@ fn not_redis(store: String, what: &str) -> Error {
 /// connection and then drops it at the first command is not speaking Redis.
 pub(super) fn classify_first(store: &str, e: RedisError) -> Error {
     let tls = crate::store::rustls_cause::find(&e).is_some()
-        || explain_tls_text(store, &e.to_string()).is_some();
+        || client_tls::explain_text(&e.to_string(), None, HINTS).is_some();
     if !tls && e.code().is_none() && dropped(&e) {
         return not_redis(
             store.to_string(),
@@ -64,53 +65,19 @@ fn dropped(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.to_string().contains("refused")
 }
 
-/// The redis crate reports some handshake failures only as text (rustls's
-/// Display of the error); recognise those.
-fn explain_tls_text(store: &str, text: &str) -> Option<String> {
-    use rustls::CertificateError as C;
-    let cert = text.split("invalid peer certificate: ").nth(1)?;
-    let error = match cert.split_whitespace().next().unwrap_or_default() {
-        c if c.starts_with("UnknownIssuer") => C::UnknownIssuer,
-        c if c.starts_with("BadSignature") => C::BadSignature,
-        c if c.starts_with("NotValidForName") => C::NotValidForName,
-        c if c.starts_with("Expired") => C::Expired,
-        _ => C::Other(rustls::OtherError(std::sync::Arc::new(
-            std::io::Error::other(cert.to_string()),
-        ))),
-    };
-    Some(explain_tls(
-        store,
-        &rustls::Error::InvalidCertificate(error),
-    ))
-}
+/// What Redis calls the settings our TLS messages point at.
+const HINTS: ServerHints = ServerHints {
+    unknown_issuer: " (or add #insecure to the URL to skip verification)",
+    client_ca: "tls-ca-cert-file",
+};
 
-fn explain_tls(store: &str, e: &rustls::Error) -> String {
-    use rustls::{AlertDescription as A, CertificateError as C};
-    let ca = url::Url::parse(store).ok().and_then(|u| {
+/// The `cacert=` of a store URL, for messages.
+fn cacert(store: &str) -> Option<String> {
+    url::Url::parse(store).ok().and_then(|u| {
         u.query_pairs()
             .find(|(k, _)| k == "cacert")
             .map(|(_, v)| v.into_owned())
-    });
-    match e {
-        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => match ca {
-            Some(ca) => format!(
-                "the server's certificate is not signed by the CA in cacert={ca}; check cacert= (or add #insecure to the URL to skip verification)"
-            ),
-            None => "the server's certificate is not signed by a CA this machine trusts; pass cacert=/path/to/ca.pem (or add #insecure to the URL to skip verification)".into(),
-        },
-        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
-            "the server's certificate is not valid for the host name in the URL; connect by a name or address the certificate lists".into()
-        }
-        rustls::Error::InvalidCertificate(c) => {
-            format!("the server's certificate was rejected ({c:?}); check it and cacert=")
-        }
-        rustls::Error::AlertReceived(
-            a @ (A::CertificateRequired | A::BadCertificate | A::UnknownCA | A::CertificateUnknown),
-        ) => format!(
-            "the server rejected or requires a client certificate (TLS alert {a:?}); pass cert=client.pem&key=client.key signed by a CA the server trusts (tls-ca-cert-file)"
-        ),
-        other => format!("TLS handshake failed: {other}"),
-    }
+    })
 }
 
 /// The redis error itself is not kept as the source: its text can quote the
@@ -147,9 +114,10 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
             ),
         };
     }
+    let ca = cacert(&store);
     if let Some(reason) = crate::store::rustls_cause::find(&e)
-        .map(|tls| explain_tls(&store, tls))
-        .or_else(|| explain_tls_text(&store, &text))
+        .map(|tls| client_tls::explain(tls, ca.as_deref(), HINTS))
+        .or_else(|| client_tls::explain_text(&text, ca.as_deref(), HINTS))
     {
         return Error::Tls {
             source: None,
