@@ -457,6 +457,19 @@ mod etcd {
             "{e}"
         );
 
+        // The scheme does not match the server.
+        let e = must_fail(&format!("etcd://{}", hosts(&cluster))).await;
+        assert!(e.to_string().contains("etcds://"), "{e}");
+        let plain = start(EtcdOptions::default()).expect("plain etcd");
+        let e = must_fail(&format!(
+            "etcds://{}?cacert={}",
+            hosts(&plain),
+            path(&ca.ca_cert)
+        ))
+        .await;
+        assert_tls_error(&e, &["does not serve TLS", "use etcd://"]);
+        drop(plain);
+
         // User and password over TLS: a wrong password is refused without
         // being echoed; the right one elects.
         let mut admin = admin(&cluster).await;

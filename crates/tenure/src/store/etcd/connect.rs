@@ -70,11 +70,16 @@ impl EtcdStore {
                 .as_ref()
                 .and_then(|files| super::tls::classify(files, &described, e))
         };
+        let scheme_hint = if parsed.tls.is_some() {
+            "; etcds:// needs a client port that serves TLS (etcd --cert-file, --key-file, https:// client URLs)"
+        } else {
+            "; an etcd that serves TLS needs etcds://"
+        };
         let not_etcd = || {
             Error::Protocol { source: None,
             store: described.clone(),
             reason: format!(
-                "no etcd v3 (gRPC) answer within {timeout:?}: is this an etcd server? (an etcd URL names etcd client ports, default 2379)"
+                "no etcd v3 (gRPC) answer within {timeout:?}: is this an etcd server? (an etcd URL names etcd client ports, default 2379){scheme_hint}"
             ),
         }
         };

@@ -41,9 +41,17 @@ pub(super) fn classify(
     e: &etcd_client::Error,
 ) -> Option<Error> {
     let cacert = files.cacert.as_deref();
+    let text = chain_text(e);
     let reason = crate::store::rustls_cause::find(e)
         .map(|r| client_tls::explain(r, cacert, HINTS))
-        .or_else(|| client_tls::explain_text(&chain_text(e), cacert, HINTS))?;
+        .or_else(|| client_tls::explain_text(&text, cacert, HINTS))
+        .or_else(|| {
+            // What tonic reports when the server hangs up on our hello: a
+            // plain-text etcd does exactly that.
+            text.contains("tls handshake eof").then(|| {
+                "the server closed the connection during the TLS handshake: it does not serve TLS on this port; use etcd:// for a plain etcd, or start etcd with --cert-file, --key-file and https:// client URLs".to_string()
+            })
+        })?;
     Some(Error::Tls {
         source: None,
         store: store.to_string(),
