@@ -1,4 +1,4 @@
-//! TLS to PostgreSQL and MariaDB: private servers (free ports, temp data
+//! TLS to PostgreSQL, MariaDB and etcd (and the Redis TLS launcher): private servers (free ports, temp data
 //! directories, started from the installed binaries) with a throwaway test CA,
 //! so the machine's shared servers are never reconfigured.
 //!
