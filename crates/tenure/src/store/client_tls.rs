@@ -49,15 +49,21 @@ impl ClientTlsFiles {
     }
 
     /// The client certificate and key, if named.
-    pub(crate) fn read_identity(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+    pub(crate) fn read_identity(&self) -> Result<Option<ClientIdentity>, String> {
         match (self.cert.as_deref(), self.key.as_deref()) {
-            (Some(c), Some(k)) => Ok(Some((
-                read("client certificate (cert=)", c)?,
-                read("client key (key=)", k)?,
-            ))),
+            (Some(c), Some(k)) => Ok(Some(ClientIdentity {
+                cert: read("client certificate (cert=)", c)?,
+                key: read("client key (key=)", k)?,
+            })),
             _ => Ok(None),
         }
     }
+}
+
+/// A client certificate and its private key, PEM.
+pub(crate) struct ClientIdentity {
+    pub(crate) cert: Vec<u8>,
+    pub(crate) key: Vec<u8>,
 }
 
 fn read(what: &str, path: &str) -> Result<Vec<u8>, String> {

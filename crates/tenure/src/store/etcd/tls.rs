@@ -28,8 +28,8 @@ pub(super) fn options(files: &ClientTlsFiles, store: &str) -> Result<TlsOptions>
         Some(pem) => tls.ca_certificate(Certificate::from_pem(pem)),
         None => tls.with_native_roots(),
     };
-    if let Some((cert, key)) = files.read_identity().map_err(fail)? {
-        tls = tls.identity(Identity::from_pem(cert, key));
+    if let Some(id) = files.read_identity().map_err(fail)? {
+        tls = tls.identity(Identity::from_pem(id.cert, id.key));
     }
     Ok(tls)
 }

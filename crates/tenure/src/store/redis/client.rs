@@ -56,9 +56,9 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     let client_tls = tls
         .read_identity()
         .map_err(bad)?
-        .map(|(client_cert, client_key)| redis::ClientTlsConfig {
-            client_cert,
-            client_key,
+        .map(|id| redis::ClientTlsConfig {
+            client_cert: id.cert,
+            client_key: id.key,
         });
     redis::Client::build_with_tls(
         parsed.as_str(),
