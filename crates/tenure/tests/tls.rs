@@ -401,8 +401,9 @@ mod etcd {
     }
 
     /// Verified by the right CA (by IP and by name), an election over it, and
-    /// the refusals: another CA, no CA file, plain `etcd://`, TLS parameters
-    /// on `etcd://`; then user and password over TLS.
+    /// the refusals: another CA, no CA file, TLS parameters on `etcd://`, the
+    /// scheme not matching the server; the conformance suite over TLS; then
+    /// user and password over TLS.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn etcd_tls() {
         let Some(cluster) = start(EtcdOptions::tls()) else {
@@ -469,6 +470,9 @@ mod etcd {
         .await;
         assert_tls_error(&e, &["does not serve TLS", "use etcd://"]);
         drop(plain);
+
+        // The whole conformance suite over TLS (watches included).
+        super::conformance_over("etcd-tls", url.clone()).await;
 
         // User and password over TLS: a wrong password is refused without
         // being echoed; the right one elects.
