@@ -445,6 +445,9 @@ mod etcd {
             &e,
             &["cacert=", "/nonexistent/tenure-ca.pem", "No such file"],
         );
+        // Also when nothing listens: the files are checked first.
+        let e = must_fail("etcds://127.0.0.1:1?cacert=/nonexistent/tenure-ca.pem").await;
+        assert_tls_error(&e, &["cacert=", "/nonexistent/tenure-ca.pem"]);
 
         // TLS parameters need etcds://.
         let e = must_fail(&format!(

@@ -28,6 +28,13 @@ impl EtcdStore {
         crate::names::validate_table_prefix(&options.table_prefix)?;
         let parsed = parse_url(url)?;
         let described = redact(url);
+        // The TLS files first: a wrong path is a usage error, also while the
+        // cluster is down.
+        let tls = parsed
+            .tls
+            .as_ref()
+            .map(|files| super::tls::options(files, &described))
+            .transpose()?;
         let timeout = options.connect_timeout;
         let unavailable = |reason: String| Error::Unavailable {
             source: None,
@@ -59,8 +66,8 @@ impl EtcdStore {
         if let Some((user, pass)) = &parsed.user {
             copts = copts.with_user(user.clone(), pass.clone());
         }
-        if let Some(files) = &parsed.tls {
-            copts = copts.with_tls(super::tls::options(files, &described)?);
+        if let Some(tls) = tls {
+            copts = copts.with_tls(tls);
         }
         // A TLS failure is a configuration error: reported at once, not
         // retried until the timeout and then called "not etcd".
