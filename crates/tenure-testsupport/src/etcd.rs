@@ -4,7 +4,7 @@
 //! anything shared.
 //!
 //! ```no_run
-//! use tenure_testsupport::etcd::EtcdCluster;
+//! use tenure_testsupport::etcd::{EtcdCluster, EtcdOptions};
 //! // `true`: a missing etcd binary fails (CI); `false`: prints SKIPPED.
 //! if let Some(cluster) = EtcdCluster::start_or_skip(3, false) {
 //!     let url = cluster.url(); // etcd://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3
