@@ -357,3 +357,86 @@ async fn a_slow_preemption_check_does_not_delay_shutdown() {
         .unwrap();
     assert_eq!(rec.holder, None, "released on shutdown");
 }
+
+/// Work that returns (here: fails) gives the lease up: the leader resigns and
+/// a follower takes over within a poll, not after the TTL (issue 11, 5).
+#[tokio::test]
+async fn run_resigns_when_the_work_returns_or_fails() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.elector("b");
+    let mut bs = b.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bs.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let out: Result<(), &str> = a.run(|_l| async { Err("import failed") }).await.unwrap();
+    assert_eq!(out, Err("import failed"));
+    assert!(!a.is_leader(), "run() resigned when the work failed");
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b takes over after the resignation", || b.is_leader()).await;
+    assert!(
+        !a.is_leader(),
+        "a stays a follower while b leads (it keeps campaigning)"
+    );
+}
+
+/// A clone of the elector, held by a "signal handler", stops `run_until`:
+/// the work is cancelled, the lease released and the elector shut down
+/// (issue 11, 6 and the run variant).
+#[tokio::test]
+async fn run_until_stops_at_the_signal_shuts_down_and_releases() {
+    let w = World::new();
+    let e = w.elector("a");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    struct Guard(Arc<AtomicBool>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let runner = tokio::spawn({
+        let e = e.clone(); // a handle, no Arc needed
+        let cancelled = cancelled.clone();
+        async move {
+            e.run_until(stop_rx, |_l| {
+                let guard = Guard(cancelled.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }
+            })
+            .await
+        }
+    });
+    eventually("leadership", || e.is_leader()).await;
+    let term = e.term().unwrap();
+    stop_tx.send(()).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("run_until returns at the signal")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out, None);
+    assert!(cancelled.load(Ordering::SeqCst), "the work was cancelled");
+    assert!(!e.is_leader());
+    assert!(
+        matches!(e.acquired().await, Err(tenure::Error::Shutdown)),
+        "the elector is shut down"
+    );
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.holder, rec.term),
+        (None, term),
+        "the lease was released"
+    );
+}
