@@ -460,20 +460,40 @@ impl Drop for Inner {
     }
 }
 
-/// Anything [`Elector::builder`] accepts as a store: an `Arc<dyn LeaseStore>` or
-/// any concrete store.
+/// Anything [`Elector::builder`] accepts as a store: what
+/// [`store::connect`](crate::store::connect) returns (a [`DynStore`]), a
+/// concrete store such as [`SqlStore`](crate::store::sql::SqlStore), or an
+/// `Arc` of one.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::sync::Arc;
+/// use tenure::{store::memory::MemoryStore, Elector};
+/// let by_url = tenure::store::connect("memory://", &Default::default()).await?;
+/// let a = Elector::builder(by_url.clone()).election("a").build()?;
+/// let b = Elector::builder(MemoryStore::new()).election("b").build()?;
+/// let c = Elector::builder(Arc::new(MemoryStore::new())).election("c").build()?;
+/// # for e in [a, b, c] { e.shutdown().await?; }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct DynStoreArg(DynStore);
 
-impl From<DynStore> for DynStoreArg {
-    fn from(s: DynStore) -> Self {
-        Self(s)
-    }
-}
-
-impl<S: LeaseStore> From<Arc<S>> for DynStoreArg {
-    fn from(s: Arc<S>) -> Self {
-        Self(s)
+impl<S: LeaseStore> From<S> for DynStoreArg {
+    fn from(store: S) -> Self {
+        // A `DynStore` is used as it is, not wrapped in another `Arc`.
+        let mut slot = Some(store);
+        if let Some(dynamic) =
+            (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<DynStore>>()
+        {
+            if let Some(store) = dynamic.take() {
+                return Self(store);
+            }
+        }
+        match slot {
+            Some(store) => Self(Arc::new(store)),
+            None => unreachable!("taken only when it was a DynStore"),
+        }
     }
 }
 

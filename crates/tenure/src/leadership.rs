@@ -7,6 +7,12 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::error::Error;
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::store::sql::{FencedTransaction, SqlStore};
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::store::LeaseStore;
 use crate::store::{ElectionKey, Tenure};
 
 /// Where an elector stands, as published by [`Elector::leadership`](crate::Elector::leadership).
@@ -235,6 +241,61 @@ impl Leadership {
     /// True while this tenure is current and before its deadline.
     pub fn is_valid(&self) -> bool {
         !self.remaining().is_zero()
+    }
+
+    /// Runs `work` in a database transaction fenced by this tenure's lease and
+    /// commits it: the safe way to write from a leader whose data lives in
+    /// the same SQL database as the lease. A paused leader that wakes after a
+    /// successor took over gets [`Error::NotLeader`](crate::Error::NotLeader)
+    /// and writes nothing; a takeover cannot commit while the work runs.
+    ///
+    /// `store` is the store the elector was built on, as
+    /// [`store::connect`](crate::store::connect) returned it or a
+    /// [`SqlStore`]; other stores give
+    /// [`Error::Unsupported`](crate::Error::Unsupported) (Redis and etcd have
+    /// fenced writes of their own: `RedisStore::fenced`, `EtcdStore::fenced_txn`).
+    /// See [`SqlStore::fenced`] for the transaction and errors.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: tenure::store::DynStore, elector: tenure::Elector) -> tenure::Result<()> {
+    /// let leadership = elector.acquired().await?;
+    /// let term = leadership.term() as i64;
+    /// leadership
+    ///     .fenced(&store, async |tx| {
+    ///         sqlx::query("INSERT INTO ledger (term, entry) VALUES (?, 'nightly')")
+    ///             .bind(term)
+    ///             .execute(tx.connection())
+    ///             .await?; // a sqlx::Error becomes tenure::Error::Work
+    ///         Ok(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres")))
+    )]
+    pub async fn fenced<S, T, E, F>(&self, store: &S, work: F) -> std::result::Result<T, E>
+    where
+        S: LeaseStore + ?Sized,
+        F: AsyncFnOnce(&mut FencedTransaction) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        if !self.is_valid() {
+            return Err(Error::NotLeader {
+                election: self.key.to_string(),
+            }
+            .into());
+        }
+        let Some(sql) = store.as_any().and_then(|a| a.downcast_ref::<SqlStore>()) else {
+            return Err(Error::Unsupported {
+                store: store.describe(),
+                what: "fenced transactions (SQL stores only; on Redis use RedisStore::fenced, on etcd EtcdStore::fenced_txn)".into(),
+            }
+            .into());
+        };
+        sql.fenced(&self.tenure(), work).await
     }
 
     /// Resolves when this tenure ends: at the local deadline at the latest.

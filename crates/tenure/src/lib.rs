@@ -32,6 +32,7 @@
 //! compare-and-set write judged by the store's clock; a leader's belief ends at
 //! a local deadline computed conservatively from before its last successful
 //! write; the term strictly increases with every acquisition.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 #![forbid(unsafe_op_in_unsafe_fn)]

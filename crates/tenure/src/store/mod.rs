@@ -384,6 +384,29 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     fn subscribe(&self) -> Option<Changes> {
         None
     }
+
+    /// The concrete store behind a [`DynStore`], for its own API (fenced
+    /// writes, statistics); see [`downcast_ref`](trait.LeaseStore.html#method.downcast_ref).
+    /// Stores of this crate return themselves; the default is `None`.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+}
+
+impl dyn LeaseStore {
+    /// The concrete store behind a [`DynStore`], such as the one
+    /// [`connect`] returns, if it is an `S`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::store::{self, memory::MemoryStore};
+    /// let store = store::connect("memory://", &Default::default()).await?;
+    /// assert!(store.downcast_ref::<MemoryStore>().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn downcast_ref<S: LeaseStore>(&self) -> Option<&S> {
+        self.as_any()?.downcast_ref()
+    }
 }
 
 /// A receiver of change notifications; see [`LeaseStore::subscribe`].
@@ -435,6 +458,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn subscribe(&self) -> Option<Changes> {
         (**self).subscribe()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        (**self).as_any()
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         (**self).heartbeat(member, ttl).await

@@ -160,6 +160,10 @@ impl EtcdStore {
 
 #[async_trait]
 impl LeaseStore for EtcdStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,

@@ -278,6 +278,10 @@ fn json_i64(v: &serde_json::Value, field: &str) -> i64 {
 
 #[async_trait]
 impl LeaseStore for RedisStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,

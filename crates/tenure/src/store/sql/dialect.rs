@@ -25,6 +25,15 @@ pub(super) enum Dialect {
 }
 
 impl Dialect {
+    /// The database kind as [`SqlStore::backend`](super::SqlStore::backend) names it.
+    pub(super) fn backend(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::MySql => "mysql",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
     /// The server clock as integer microseconds since the epoch, UTC.
     ///
     /// - SQLite: `unixepoch('subsec')` has millisecond resolution and is constant

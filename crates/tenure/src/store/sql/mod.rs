@@ -137,6 +137,18 @@ impl SqlStore {
         .await
     }
 
+    /// The connection pool, for the application's own statements on the same
+    /// database (unfenced; for fenced ones see [`fenced`](Self::fenced)).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The database kind: `"sqlite"`, `"mysql"` or `"postgres"`, for
+    /// application SQL that differs between them.
+    pub fn backend(&self) -> &'static str {
+        self.dialect.backend()
+    }
+
     /// Begins a transaction that commits only while `tenure` holds the lease.
     ///
     /// The transaction locks the lease row (SQLite: the database) after checking

@@ -130,6 +130,10 @@ impl SqlStore {
 
 #[async_trait]
 impl LeaseStore for SqlStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn subscribe(&self) -> Option<Changes> {
         #[cfg(feature = "postgres")]
         if let Some(hub) = &self.push {
