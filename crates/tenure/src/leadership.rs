@@ -24,7 +24,8 @@ pub enum State {
     NoLeader,
     /// Another candidate leads.
     Following {
-        /// The leader's holder id (`identity#session`).
+        /// The leader's holder id (`identity#session`), as
+        /// [`Elector::holder_id`](crate::Elector::holder_id) names it.
         leader: String,
         /// The leader's term.
         term: u64,
@@ -182,8 +183,9 @@ impl Leadership {
         &self.key
     }
 
-    /// This candidate's holder id.
-    pub fn holder(&self) -> &str {
+    /// This candidate's holder id (`identity#session`), as
+    /// [`Elector::holder_id`](crate::Elector::holder_id) names it.
+    pub fn holder_id(&self) -> &str {
         &self.holder
     }
 
