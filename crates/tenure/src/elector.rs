@@ -5,13 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::campaign::{Campaign, Command};
 use crate::clock::{BootClock, SharedClock};
 use crate::config::{Config, Request};
 use crate::error::{Error, Result};
+use crate::events::{Event, Events, Hooks};
 use crate::leadership::{Leadership, Shared, State};
 use crate::store::{DynStore, ElectionKey, LeaseStore};
 
@@ -25,6 +26,7 @@ pub struct ElectorBuilder {
     store: DynStore,
     clock: SharedClock,
     request: Request,
+    hooks: Hooks,
 }
 
 impl ElectorBuilder {
@@ -115,6 +117,33 @@ impl ElectorBuilder {
         self
     }
 
+    /// Calls `hook` with every [`Event`]: started leading, stopped leading
+    /// (with the [reason](crate::StopReason)), a new leader seen. Hooks run
+    /// in the elector's task, in order, right after the change: keep them
+    /// short and non-blocking (send to a channel or spawn a task for
+    /// anything slow). For a stream instead, see [`Elector::events`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::{Elector, Event};
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = Elector::builder(store)
+    ///     .election("billing")
+    ///     .on_event(|event| match event {
+    ///         Event::StartedLeading { term } => println!("leading under term {term}"),
+    ///         Event::StoppedLeading { term, reason } => println!("term {term} over: {reason}"),
+    ///         Event::NewLeader { leader, .. } => println!("{leader} leads"),
+    ///         _ => {}
+    ///     })
+    ///     .build()?;
+    /// # elector.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.hooks.0.push(Arc::new(hook));
+        self
+    }
+
     /// The local clock for deadlines (default: [`BootClock`]). Tests pass a
     /// [`ManualClock`](crate::clock::ManualClock).
     pub fn clock(mut self, clock: SharedClock) -> Self {
@@ -146,6 +175,7 @@ impl ElectorBuilder {
             self.clock.clone(),
             config.key.clone(),
             config.holder.clone(),
+            Events::new(self.hooks),
         ));
         let (tx, rx) = mpsc::unbounded_channel();
         let campaign = Campaign::new(config.clone(), self.store.clone(), shared.clone(), rx);
@@ -212,6 +242,7 @@ impl Elector {
             store: store.into().0,
             clock: Arc::new(BootClock),
             request: Request::default(),
+            hooks: Hooks::default(),
         }
     }
 
@@ -255,6 +286,31 @@ impl Elector {
     /// A receiver of this elector's [`State`], updated on every change.
     pub fn leadership(&self) -> watch::Receiver<State> {
         self.inner.shared.state.subscribe()
+    }
+
+    /// A stream of this elector's [`Event`]s from now on: started leading,
+    /// stopped leading (with the [reason](crate::StopReason)), a new leader
+    /// seen. A receiver that falls more than 256 events behind gets
+    /// `RecvError::Lagged` and then the newest ones; for every event without
+    /// fail, use [`ElectorBuilder::on_event`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::{Event, StopReason};
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = tenure::Elector::builder(store).election("billing").build()?;
+    /// let mut events = elector.events();
+    /// let term = elector.acquired().await?.term();
+    /// elector.shutdown().await?;
+    /// let mut seen = Vec::new();
+    /// while let Ok(event) = events.try_recv() {
+    ///     seen.push(event);
+    /// }
+    /// assert_eq!(seen.last(), Some(&Event::StoppedLeading { term, reason: StopReason::Released }));
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.shared.events.subscribe()
     }
 
     /// The current tenure, if leading.

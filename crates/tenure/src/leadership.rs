@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use crate::clock::SharedClock;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::error::Error;
+use crate::events::{Event, Events, StopReason};
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::store::sql::{FencedTransaction, SqlStore};
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
@@ -60,10 +61,16 @@ pub(crate) struct Shared {
     pub clock: SharedClock,
     pub key: ElectionKey,
     pub holder: String,
+    pub events: Events,
 }
 
 impl Shared {
-    pub(crate) fn new(clock: SharedClock, key: ElectionKey, holder: String) -> Self {
+    pub(crate) fn new(
+        clock: SharedClock,
+        key: ElectionKey,
+        holder: String,
+        events: Events,
+    ) -> Self {
         Self {
             deadline_ns: AtomicU64::new(0),
             term: AtomicU64::new(0),
@@ -74,6 +81,7 @@ impl Shared {
             clock,
             key,
             holder,
+            events,
         }
     }
 
@@ -90,21 +98,38 @@ impl Shared {
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
         self.current.send_replace(Some(Current { term, deadline }));
-        self.state
+        let started = self
+            .state
             .send_if_modified(|s| replace_if_changed(s, State::Leading { term }));
+        if started {
+            self.events.leader_seen(&self.holder, term);
+            self.events.emit(Event::StartedLeading { term });
+        }
     }
 
-    /// Ends the tenure locally: first the cheap flag, then the watchers.
+    /// Ends the tenure locally because the store no longer has it (or for an
+    /// unknown reason); see [`Self::end_as`].
     pub(crate) fn end(&self) {
+        self.end_as(StopReason::Lost)
+    }
+
+    /// Ends the tenure locally: first the cheap flag, then the watchers, then
+    /// the event saying why.
+    pub(crate) fn end_as(&self, reason: StopReason) {
         self.deadline_ns.store(0, Ordering::Release);
         self.current.send_replace(None);
+        let mut ended = None;
         self.state.send_if_modified(|s| match s {
-            State::Leading { .. } => {
+            State::Leading { term } => {
+                ended = Some(*term);
                 *s = State::NoLeader;
                 true
             }
             _ => false,
         });
+        if let Some(term) = ended {
+            self.events.emit(Event::StoppedLeading { term, reason });
+        }
     }
 
     pub(crate) fn pause_membership(&self, until: Duration) {
@@ -117,8 +142,16 @@ impl Shared {
     }
 
     pub(crate) fn publish(&self, state: State) {
-        self.state
+        let seen = match &state {
+            State::Following { leader, term } => Some((leader.clone(), *term)),
+            _ => None,
+        };
+        let changed = self
+            .state
             .send_if_modified(|s| replace_if_changed(s, state));
+        if let (true, Some((leader, term))) = (changed, seen) {
+            self.events.leader_seen(&leader, term);
+        }
     }
 
     pub(crate) fn leadership(&self) -> Option<Leadership> {

@@ -45,6 +45,7 @@ pub mod clock;
 mod config;
 mod elector;
 mod error;
+pub mod events;
 pub mod handover;
 mod leadership;
 mod names;
@@ -59,6 +60,7 @@ pub use config::{
 };
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
+pub use events::{Event, StopReason};
 pub use leadership::{Leadership, State};
 pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};
