@@ -51,6 +51,10 @@ mod connect;
 mod end;
 mod endpoints;
 mod errors;
+mod fenced;
+
+/// The etcd client crate, for the operations of [`EtcdStore::fenced_txn`].
+pub use etcd_client;
 mod handover;
 mod history;
 mod keys;

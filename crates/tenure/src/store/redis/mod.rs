@@ -32,6 +32,7 @@
 
 mod client;
 mod errors;
+mod fenced;
 mod push;
 mod scripts;
 
@@ -47,6 +48,7 @@ use super::{
     Tenure,
 };
 use crate::error::{Error, Result};
+pub use fenced::FencedWrites;
 use scripts::Scripts;
 
 /// A [`LeaseStore`] on a Redis server (or Valkey, or anything that speaks
@@ -66,6 +68,7 @@ pub struct RedisStore {
     described: String,
     history_retention: u64,
     push: std::sync::Arc<push::PushHub>,
+    fenced_script: std::sync::Arc<std::sync::OnceLock<redis::Script>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -110,6 +113,7 @@ impl RedisStore {
             )),
             described,
             history_retention: options.history_retention.max(1),
+            fenced_script: Default::default(),
         };
         store.check_server().await?;
         Ok(store)

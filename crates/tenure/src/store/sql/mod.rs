@@ -55,6 +55,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 pub use fenced::FencedTransaction;
 pub use schema::SCHEMA_VERSION;
+/// The sqlx crate, for the statements of [`SqlStore::fenced`] and
+/// [`SqlStore::pool`] (`Any` driver).
+pub use sqlx;
 
 use self::after::AfterJob;
 use self::dialect::Dialect;
