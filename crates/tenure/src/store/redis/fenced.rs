@@ -22,8 +22,15 @@ use crate::store::Tenure;
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct FencedWrites {
-    /// (command, key, arguments)
-    writes: Vec<(&'static str, Vec<u8>, Vec<Vec<u8>>)>,
+    writes: Vec<Write>,
+}
+
+/// One write: a command, its key, its other arguments.
+#[derive(Clone, Debug)]
+struct Write {
+    command: &'static str,
+    key: Vec<u8>,
+    args: Vec<Vec<u8>>,
 }
 
 impl FencedWrites {
@@ -85,7 +92,11 @@ impl FencedWrites {
     }
 
     fn push(&mut self, command: &'static str, key: impl AsRef<[u8]>, args: Vec<Vec<u8>>) {
-        self.writes.push((command, key.as_ref().to_vec(), args));
+        self.writes.push(Write {
+            command,
+            key: key.as_ref().to_vec(),
+            args,
+        });
     }
 }
 
@@ -125,10 +136,10 @@ impl RedisStore {
         let script = self.fenced_script.get_or_init(script);
         let mut call = script.key(self.key("lease", &tenure.key));
         call.arg(&tenure.holder).arg(tenure.term);
-        for (command, key, args) in &writes.writes {
-            call.key(key.as_slice());
-            call.arg(*command).arg(args.len());
-            for a in args {
+        for w in &writes.writes {
+            call.key(w.key.as_slice());
+            call.arg(w.command).arg(w.args.len());
+            for a in &w.args {
                 call.arg(a.as_slice());
             }
         }
