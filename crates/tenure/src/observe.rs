@@ -1,4 +1,4 @@
-//! Watching elections without competing (seed 002's observer role).
+//! Watching elections without competing.
 //!
 //! An [`Observer`] reads the store, never writes to it, and reports every change
 //! of leader, including "no leader", as a [`Change`]. Like a follower it sleeps

@@ -2,7 +2,7 @@
 //!
 //! A [`LeaseStore`] keeps one lease record per election and changes it only by
 //! compare-and-set writes whose conditions, including expiry, are judged by the
-//! store's own clock (DESIGN rules 1, 2 and 4). It is deliberately small, in the
+//! store's own clock. It is deliberately small, in the
 //! way `object_store::ObjectStore` is: timing, retries and state live in the
 //! [`Elector`](crate::Elector), not here.
 
@@ -16,15 +16,21 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod etcd;
 pub mod memory;
 mod reason;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
 #[cfg(any(feature = "tls", feature = "redis"))]
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres")))
+)]
 pub mod sql;
 #[cfg(any(
     feature = "sqlite",
@@ -37,7 +43,7 @@ mod wakeups;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
-/// Names one election: a namespace (seed 002's data center) and an election name.
+/// Names one election: a namespace (e.g. a data center or a tenant) and an election name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ElectionKey {
     /// The namespace, `default` unless configured.
@@ -122,7 +128,8 @@ impl LeaseRecord {
     }
 }
 
-/// A candidate's registration in an election (seed 001's registry).
+/// A candidate's registration in an election: the member list from which
+/// successors are chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// Which election.
@@ -298,7 +305,7 @@ pub struct Capabilities {
 ///
 /// Every method is one round trip's worth of work and decides with one atomic
 /// conditional write judged by rows matched; expiry is judged by the store's clock
-/// inside that write. Implementations must pass [`crate::testing`]'s conformance
+/// inside that write. Implementations must pass `tenure::testing`'s conformance
 /// suite (feature `conformance`).
 #[async_trait]
 pub trait LeaseStore: Send + Sync + Debug + 'static {
@@ -386,7 +393,7 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     }
 
     /// The concrete store behind a [`DynStore`], for its own API (fenced
-    /// writes, statistics); see [`downcast_ref`](trait.LeaseStore.html#method.downcast_ref).
+    /// writes, statistics); see `<dyn LeaseStore>::downcast_ref`.
     /// Stores of this crate return themselves; the default is `None`.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None

@@ -2,7 +2,7 @@
 //!
 //! etcd has no clock usable inside a transaction; what it has is *leases*,
 //! whose expiry the etcd leader judges. So expiry here is etcd lease expiry
-//! (DESIGN rule 2), and every decision is one transaction (rule 1).
+//! (the store's clock), and every decision is one transaction.
 //!
 //! Keys, under `<prefix>` (`StoreOptions::table_prefix`, default `tenure_`;
 //! namespace and election are escaped so `/` in a name is unambiguous):

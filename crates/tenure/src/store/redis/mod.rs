@@ -19,9 +19,10 @@
 //!
 //! The lease hash never gets a Redis TTL: expiry is a field compared with `TIME`
 //! inside the scripts, so the term survives the lease's expiry, and with
-//! persistence (AOF or RDB) a restart of the server. See
-//! [the design notes](https://example.invalid/tenure/docs/design.md) for what a
-//! replicated Redis can and cannot promise.
+//! persistence (AOF or RDB) a restart of the server. A replicated Redis
+//! (replicas, Sentinel) can lose the last writes on a failover, and with
+//! them a lease: see `docs/redis.md` in the repository for what it can and
+//! cannot promise.
 //!
 //! # URLs
 //!

@@ -2,7 +2,7 @@
 //!
 //! One protocol, three spellings. Time is integer microseconds since the Unix epoch
 //! in UTC, read from the database server inside the statement that uses it
-//! (DESIGN rule 2), so no time zone, DST or client clock enters any decision.
+//! (expiry is judged by the store's clock), so no time zone, DST or client clock enters any decision.
 
 /// Which server answers a `mysql://` URL; they spell binary NO PAD collations differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

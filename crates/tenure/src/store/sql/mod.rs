@@ -1,4 +1,4 @@
-//! One SQL implementation of [`LeaseStore`] for SQLite, MySQL/MariaDB and PostgreSQL.
+//! One SQL implementation of [`LeaseStore`](crate::store::LeaseStore) for SQLite, MySQL/MariaDB and PostgreSQL.
 //!
 //! The protocol is the same on all three; `dialect.rs` holds the spellings. Queries
 //! are built at runtime (no compile-time database needed) and run through sqlx's
