@@ -87,7 +87,7 @@ pub async fn run(url: &str, election: &str, stop: impl Future) -> tenure::Result
                         .bind(n)
                         .execute(tx.connection())
                         .await?;
-                        Ok::<_, tenure::Error>(())
+                        Ok(())
                     })
                     .await;
                 match wrote {

@@ -354,13 +354,13 @@ impl Elector {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
     /// let store = tenure::store::connect("memory://", &Default::default()).await?;
     /// let elector = tenure::Elector::builder(store).election("import").build()?;
-    /// let imported: Result<u64, std::io::Error> = elector
+    /// let imported: Result<u64, String> = elector
     ///     .run(|leadership| async move {
     ///         // Leader-only work under `leadership.term()`; an `Err` resigns too.
     ///         Ok(leadership.term())
     ///     })
     ///     .await?;
-    /// assert_eq!(imported?, 1);
+    /// assert_eq!(imported, Ok(1));
     /// assert!(!elector.is_leader()); // resigned: a successor may take over
     /// elector.shutdown().await?;
     /// # Ok(()) }

@@ -311,24 +311,21 @@ impl Leadership {
         docsrs,
         doc(cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres")))
     )]
-    pub async fn fenced<S, T, E, F>(&self, store: &S, work: F) -> std::result::Result<T, E>
+    pub async fn fenced<S, T, F>(&self, store: &S, work: F) -> crate::Result<T>
     where
         S: LeaseStore + ?Sized,
-        F: AsyncFnOnce(&mut FencedTransaction) -> std::result::Result<T, E>,
-        E: From<Error>,
+        F: AsyncFnOnce(&mut FencedTransaction) -> crate::Result<T>,
     {
         if !self.is_valid() {
             return Err(Error::NotLeader {
                 election: self.key.to_string(),
-            }
-            .into());
+            });
         }
         let Some(sql) = store.as_any().and_then(|a| a.downcast_ref::<SqlStore>()) else {
             return Err(Error::Unsupported {
                 store: store.describe(),
                 what: "fenced transactions (SQL stores only; on Redis use RedisStore::fenced, on etcd EtcdStore::fenced_txn)".into(),
-            }
-            .into());
+            });
         };
         sql.fenced(&self.tenure(), work).await
     }

@@ -240,7 +240,7 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
         stale
             .fenced(&store, async |tx| {
                 tx.connection().execute(insert.as_str()).await?;
-                Ok::<_, tenure::Error>(())
+                Ok(())
             })
             .await
             .unwrap_or_else(|e| panic!("[{url}] the leader writes: {e}"));
@@ -266,7 +266,7 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
             .fenced(&store, async |tx| {
                 ran.store(true, Ordering::SeqCst);
                 tx.connection().execute(insert.as_str()).await?;
-                Ok::<_, tenure::Error>(())
+                Ok(())
             })
             .await;
         assert!(
@@ -285,7 +285,7 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
                 tx.connection()
                     .execute("SELECT * FROM no_such_table")
                     .await?;
-                Ok::<_, tenure::Error>(())
+                Ok(())
             })
             .await;
         assert!(
@@ -317,9 +317,7 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
         .build()
         .unwrap();
     let l = e.acquired().await.unwrap();
-    let r = l
-        .fenced(&memory, async |_tx| Ok::<_, tenure::Error>(()))
-        .await;
+    let r = l.fenced(&memory, async |_tx| Ok(())).await;
     assert!(matches!(r, Err(tenure::Error::Unsupported { .. })), "{r:?}");
     e.shutdown().await.unwrap();
 }

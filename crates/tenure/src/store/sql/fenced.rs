@@ -82,7 +82,7 @@ impl SqlStore {
     /// gone, `work` does not run and the result is [`Error::NotLeader`]; if
     /// `work` returns an error, the transaction is rolled back and that error
     /// is returned. `?` on a `sqlx::Error` inside `work` gives
-    /// [`Error::Work`]; any error type `E: From<tenure::Error>` works.
+    /// [`Error::Work`]; wrap other errors of yours in it the same way.
     ///
     /// Usually reached through [`Leadership::fenced`](crate::Leadership::fenced).
     ///
@@ -98,10 +98,9 @@ impl SqlStore {
     ///     .await?; // Err(NotLeader) if a successor took over: nothing was written
     /// # let _: u32 = done; Ok(()) }
     /// ```
-    pub async fn fenced<T, E, F>(&self, tenure: &Tenure, work: F) -> std::result::Result<T, E>
+    pub async fn fenced<T, F>(&self, tenure: &Tenure, work: F) -> Result<T>
     where
-        F: AsyncFnOnce(&mut FencedTransaction) -> std::result::Result<T, E>,
-        E: From<Error>,
+        F: AsyncFnOnce(&mut FencedTransaction) -> Result<T>,
     {
         let mut tx = self.begin_fenced(tenure).await?;
         match work(&mut tx).await {
