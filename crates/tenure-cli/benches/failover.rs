@@ -5,6 +5,9 @@
 //! old lease's expiry the next leader acquired it (and, on the host clock, how
 //! long after the kill). Each graceful trial sends SIGTERM to the leader (it
 //! stops its command and releases) and measures release → next acquisition.
+//! Then resign and transfer requests from this process (what `tenure resign`
+//! and `tenure transfer` send), alternating, each timed request → next
+//! acquisition.
 //! The store runs on this host, so host and store clocks agree.
 //!
 //! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL|etcd]...`
@@ -219,6 +222,48 @@ async fn run_store(url: &str, o: &Opts) {
         term = next.term;
         b.procs[idx] = b.spawn(idx);
     }
+    // Requests from another process (this one), as `tenure resign` and
+    // `tenure transfer` send them (CLI start-up excluded): request -> the
+    // next leader's acquisition, on the host clock (the store's is the same).
+    let (mut after_resign, mut after_transfer) = (vec![], vec![]);
+    for trial in 0..o.trials * 2 {
+        let Some((idx, cur)) = b.leader(term, o.ttl * 5).await else {
+            break;
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let transfer = trial % 2 == 1;
+        let sent_us = now_us();
+        let asked = if transfer {
+            let to = format!("c{}", (idx + 1) % b.procs.len());
+            tenure::handover::transfer(&b.store, &b.key, &to, o.ttl * 5).await
+        } else {
+            tenure::handover::resign(&b.store, &b.key).await
+        };
+        if let Err(e) = asked {
+            println!("  request failed: {e}");
+            break;
+        }
+        let start = Instant::now();
+        let next = loop {
+            if let Some(r) = b.read().await {
+                if r.is_held() && r.term > cur.term {
+                    break Some(r);
+                }
+            }
+            if start.elapsed() > o.ttl * 5 {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        };
+        let Some(next) = next else { break };
+        let ms = (next.acquired_at_us - sent_us) as f64 / 1000.0;
+        if transfer {
+            after_transfer.push(ms);
+        } else {
+            after_resign.push(ms);
+        }
+        term = next.term;
+    }
     for i in 0..b.procs.len() {
         b.signal(i, libc::SIGTERM);
     }
@@ -239,6 +284,14 @@ async fn run_store(url: &str, o: &Opts) {
     line(
         "graceful: SIGTERM -> new leader [host~store]",
         &mut after_sigterm,
+    );
+    line(
+        "resign from another process -> new leader [host~store]",
+        &mut after_resign,
+    );
+    line(
+        "transfer from another process -> new leader [host~store]",
+        &mut after_transfer,
     );
 }
 

@@ -16,7 +16,9 @@
 //!   counts when it goes idle, at most once a second, a remainder within 10 s
 //!   (PostgreSQL 15+), so every sample first waits 1.1 s; a window's edges can
 //!   still be off by a few transactions.
-//! - Redis: total_commands_processed of INFO stats.
+//! - Redis: client requests seen by a MONITOR connection (commands that Lua
+//!   scripts run are not requests), and total_commands_processed of INFO
+//!   stats (which counts them) alongside.
 //! - etcd (a private single node): grpc_server_msg_received_total of /metrics
 //!   summed (every request message, each lease keep-alive on its stream too);
 //!   grpc_server_handled_total (finished RPCs) alongside.
@@ -30,9 +32,11 @@
 //! Without --store: the local MariaDB, PostgreSQL and Redis, and a private
 //! single-node etcd if the `etcd` binary is installed.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx::{Connection, Row};
@@ -40,8 +44,14 @@ use tenure::store::{redact_url, DynStore, ElectionKey, StoreOptions};
 use tenure::Elector;
 
 const NAMESPACE: &str = "idle-bench";
-/// After everyone is in place, before counting: first reads and heartbeats done.
-const SETTLE: Duration = Duration::from_secs(3);
+/// After everyone is in place, before counting: two TTLs, so the warm-up is
+/// over (first reads and heartbeats, and PostgreSQL's prepare of each
+/// statement on each pooled connection: a fresh `tenure run` leader made 1.47
+/// transactions/s in its first 30 s and 0.50/s after its first minute, the
+/// statements logged by the server being 0.53/s and 0.50/s).
+fn settle(o: &Opts) -> Duration {
+    (o.ttl * 2).max(Duration::from_secs(3))
+}
 
 struct Opts {
     secs: u64,
@@ -103,8 +113,30 @@ type Reading = Vec<(&'static str, f64)>;
 enum Counter {
     Mysql(sqlx::MySqlConnection),
     Postgres(sqlx::PgConnection),
-    Redis(TcpStream),
+    /// INFO's connection, and the count of client requests seen by MONITOR.
+    Redis(TcpStream, Arc<AtomicU64>),
     Etcd(String),
+}
+
+/// Counts the requests clients send, from a MONITOR stream: Redis's
+/// `total_commands_processed` also counts every command a Lua script runs
+/// (a renewal is one EVALSHA and two or three commands inside it), which is
+/// work on the server but not a request.
+fn monitor_redis(addr: &str) -> Result<Arc<AtomicU64>, String> {
+    let mut s = TcpStream::connect(addr).map_err(err)?;
+    s.write_all(b"*1\r\n$7\r\nMONITOR\r\n").map_err(err)?;
+    let count = Arc::new(AtomicU64::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(s).lines() {
+            let Ok(line) = line else { return };
+            // `+<time> [<db> <client>] "CMD" ...`; script commands say `lua]`.
+            if line.contains("] \"") && !line.contains(" lua]") {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    Ok(count)
 }
 
 impl Counter {
@@ -125,7 +157,7 @@ impl Counter {
             let s = TcpStream::connect(host(rest)).map_err(err)?;
             s.set_read_timeout(Some(Duration::from_secs(5)))
                 .map_err(err)?;
-            Ok(Self::Redis(s))
+            Ok(Self::Redis(s, monitor_redis(&host(rest))?))
         } else if let Some(rest) = url.strip_prefix("etcd://") {
             Ok(Self::Etcd(host(rest)))
         } else {
@@ -155,12 +187,15 @@ impl Counter {
                 let row = sqlx::raw_sql(sql).fetch_one(c).await.map_err(err)?;
                 Ok(vec![("xacts", row.try_get(0).map_err(err)?)])
             }
-            Self::Redis(s) => {
+            Self::Redis(s, requests) => {
                 s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n")
                     .map_err(err)?;
                 let text = read_bulk(s)?;
                 let v = field(&text, "total_commands_processed:")?;
-                Ok(vec![("commands", v)])
+                Ok(vec![
+                    ("requests", requests.load(Ordering::Relaxed) as f64),
+                    ("commands", v),
+                ])
             }
             Self::Etcd(addr) => {
                 let mut s = TcpStream::connect(&*addr).map_err(err)?;
@@ -321,7 +356,7 @@ async fn scenario_a(
     let result = match term {
         None => Err("no leader with all members in time".to_string()),
         Some(term) => {
-            tokio::time::sleep(SETTLE).await;
+            tokio::time::sleep(settle(o)).await;
             let r = m.rate(o.secs).await;
             let now = store.read(&key).await.ok().flatten().map(|r| r.term);
             let alive = procs.iter_mut().all(|p| matches!(p.try_wait(), Ok(None)));
@@ -373,7 +408,7 @@ async fn scenario_b(o: &Opts, url: &str, m: &mut Meter, n: usize) -> Result<Read
     let result = if leading < n {
         Err(format!("only {leading} of {n} electors lead"))
     } else {
-        tokio::time::sleep(SETTLE).await;
+        tokio::time::sleep(settle(o)).await;
         let r = m.rate(o.secs).await;
         match electors.iter().filter(|e| e.is_leader()).count() {
             l if l == n => r,

@@ -51,6 +51,12 @@ pub(crate) struct Campaign {
     /// The term of the last lease seen free, and when (local clock) this
     /// follower first saw it free: the succession grace counts from then.
     free_since: Option<(u64, Duration)>,
+    /// When (local clock) this candidate last reaped lapsed members as leader.
+    reaped_at: Option<Duration>,
+    /// Whether the last wait ended with a pushed change: the read that
+    /// follows is on a hand-over's path, so it carries no heartbeat (SQL
+    /// heartbeats wait to be batched).
+    woken_by_push: bool,
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -77,6 +83,8 @@ impl Campaign {
             changes,
             left: false,
             free_since: None,
+            reaped_at: None,
+            woken_by_push: false,
         }
     }
 
@@ -92,12 +100,7 @@ impl Campaign {
         let membership = tokio::spawn(membership(
             self.store.clone(),
             self.shared.clone(),
-            Member {
-                key: self.config.key.clone(),
-                holder: self.config.holder.clone(),
-                metadata: self.config.metadata.clone(),
-                priority: self.config.priority,
-            },
+            self.member(),
             self.config.timing.clone(),
         ));
         let mut next = Next::Follow { hold_off: None };
@@ -120,6 +123,15 @@ impl Campaign {
         // Wake anyone waiting in `acquired()`.
         self.shared.current.send_replace(None);
         self.shared.publish(State::NoLeader);
+    }
+
+    fn member(&self) -> Member {
+        Member {
+            key: self.config.key.clone(),
+            holder: self.config.holder.clone(),
+            metadata: self.config.metadata.clone(),
+            priority: self.config.priority,
+        }
     }
 
     fn now(&self) -> Duration {
@@ -166,7 +178,10 @@ impl Campaign {
             tokio::select! {
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
-                _ = changed(&mut self.changes, Some(&key)) => return None,
+                _ = changed(&mut self.changes, Some(&key)) => {
+                    self.woken_by_push = true;
+                    return None;
+                }
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
                     let _ = reply.send(Ok(()));
                     return Some(Next::Stop);
@@ -296,13 +311,34 @@ impl Campaign {
 
     async fn follow(&mut self, hold_off: Option<Duration>) -> Next {
         loop {
+            // A timed read carries this follower's heartbeat: an idle
+            // follower reads once per lease lifetime and makes no other request.
             let store = self.store.clone();
             let key = self.config.key.clone();
+            let fused =
+                !std::mem::take(&mut self.woken_by_push) && !self.shared.membership_paused();
+            let member = fused.then(|| self.member());
+            let member_ttl = self.timing().member_ttl;
+            let sent = self.now();
             let read = match self
-                .follower_call("read", async move { store.read(&key).await })
+                .follower_call("read", async move {
+                    match member {
+                        Some(m) => store
+                            .heartbeat_and_read(&m, member_ttl)
+                            .await
+                            .map(|r| (r, true)),
+                        None => store.read(&key).await.map(|r| (r, false)),
+                    }
+                })
                 .await
             {
-                Ok(r) => r,
+                Ok(Ok((r, heartbeat))) => {
+                    if heartbeat {
+                        self.shared.heartbeat_sent(sent);
+                    }
+                    Ok(r)
+                }
+                Ok(Err(e)) => Err(e),
                 Err(next) => return next,
             };
             let wait = match read {
@@ -616,7 +652,6 @@ impl Campaign {
     async fn lead(&mut self, tenure: Tenure, mut deadline: Duration) -> Next {
         let led_since = self.now();
         let mut next_renew = self.timing().next_renewal(self.now());
-        let mut renewals = 0u64;
         let mut renew_failures = 0u32;
         loop {
             // A hand-over request makes the next renewal fail, so the leader
@@ -689,11 +724,15 @@ impl Campaign {
                     deadline = self.timing().deadline(t0, self.rtt);
                     self.shared.lead(tenure.term, deadline);
                     next_renew = self.timing().next_renewal(t0);
-                    renewals += 1;
-                    if renewals % self.timing().reap_every == 0 {
-                        // Dead members are reaped by the leader, every third
-                        // renewal: bookkeeping, so off the leader's path (a
-                        // slow reap must not delay a shutdown or a resign).
+                    if self
+                        .reaped_at
+                        .is_none_or(|at| t0.saturating_sub(at) >= self.timing().reap_period)
+                    {
+                        // Dead members are reaped by the leader, rarely (readers
+                        // skip lapsed ones anyway): bookkeeping, so off the
+                        // leader's path (a slow reap must not delay a shutdown
+                        // or a resign).
+                        self.reaped_at = Some(t0);
                         let store = self.store.clone();
                         let key = self.config.key.clone();
                         let timeout = self.timing().reap_timeout;
@@ -909,20 +948,15 @@ impl Drop for Closed {
     }
 }
 
-/// Keeps this candidate registered: one heartbeat per TTL, lapsing after three
-/// missed ones; none while membership is paused after a resignation.
+/// Keeps this candidate registered when nothing else does: a follower's
+/// reads carry its heartbeat, so this task mostly refreshes the leader's
+/// registration (every 1.5 TTLs); none while membership is paused after a
+/// resignation.
 async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing: Timing) {
     loop {
-        if !shared.membership_paused() {
-            let heartbeat = store.heartbeat(&member, timing.member_ttl);
-            match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
-                Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
-            }
-        }
-        // On a grid: the members of all this process's elections heartbeat
-        // at the same instants, and the store batches them.
+        // On a grid: the due heartbeats of all this process's elections go
+        // at the same instants, and the store batches them. The first check
+        // waits for a tick: the campaign's first read registers at once.
         let next = timing.next_heartbeat(shared.clock.now());
         let paused_until = Duration::from_nanos(
             shared
@@ -936,5 +970,15 @@ async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing
             next
         };
         shared.clock.sleep_until(wake).await;
+        if shared.membership_paused() || !timing.heartbeat_due(shared.heartbeat_age()) {
+            continue;
+        }
+        let sent = shared.clock.now();
+        let heartbeat = store.heartbeat(&member, timing.member_ttl);
+        match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
+            Ok(Ok(())) => shared.heartbeat_sent(sent),
+            Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
+            Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
+        }
     }
 }

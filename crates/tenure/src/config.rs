@@ -221,14 +221,23 @@ pub(crate) struct Timing {
     /// is often a pooled connection that died with a server restart, and the
     /// next one is likely fine.
     pub first_renew_retry: Duration,
-    /// How often a member heartbeats, on a grid shared by the process.
+    /// A registration is refreshed when its last heartbeat is this old at a
+    /// tick. A follower's reads at each lease expiry (2/3 to 1 TTL apart)
+    /// carry its heartbeat, so a separate one is rarely due; the leader's is
+    /// due every 1.5 TTLs (the first tick past this age).
     pub heartbeat_period: Duration,
+    /// How often the membership task checks whether a heartbeat is due, on a
+    /// grid shared by the process, so due heartbeats of many elections land
+    /// at one instant and the store batches them.
+    pub heartbeat_tick: Duration,
     /// How long a heartbeat may take.
     pub heartbeat_timeout: Duration,
     /// How long a registration lasts without a heartbeat: three missed ones.
     pub member_ttl: Duration,
-    /// Dead members are reaped by the leader every this many renewals.
-    pub reap_every: u64,
+    /// How often the leader deletes lapsed registrations. Readers already
+    /// ignore lapsed ones (`MemberRecord::live`): reaping is garbage
+    /// collection, so it is rare.
+    pub reap_period: Duration,
 }
 
 impl Timing {
@@ -261,10 +270,11 @@ impl Timing {
             push_succession_grace: Duration::from_millis(250),
             hold_off: (poll_period * 3).max(Duration::from_millis(250)),
             first_renew_retry: Duration::from_millis(5),
-            heartbeat_period: ttl,
+            heartbeat_period: ttl + ttl / 10,
+            heartbeat_tick: ttl / 2,
             heartbeat_timeout: ttl,
             member_ttl: ttl * 3,
-            reap_every: 3,
+            reap_period: ttl * 6,
         }
     }
 
@@ -284,11 +294,19 @@ impl Timing {
         next_on_grid(t0, self.renew_period)
     }
 
-    /// The next member heartbeat after `now`: on a grid of heartbeat periods,
-    /// so the members of every election of this process heartbeat together
-    /// and the store writes them in one statement.
+    /// The next check for a due member heartbeat after `now`: on a grid of
+    /// heartbeat ticks, so the members of every election of this process
+    /// heartbeat together and the store writes them in one statement.
     pub(crate) fn next_heartbeat(&self, now: Duration) -> Duration {
-        next_on_grid(now, self.heartbeat_period)
+        next_on_grid(now, self.heartbeat_tick)
+    }
+
+    /// Whether a registration last refreshed `age` ago needs a heartbeat at
+    /// this tick. Checked every tick, it is never older than the period plus
+    /// a tick (1.6 TTLs): fresh by `MemberRecord::is_fresh` (two TTLs) and
+    /// far from lapsing (`member_ttl`, three).
+    pub(crate) fn heartbeat_due(&self, age: Duration) -> bool {
+        age >= self.heartbeat_period
     }
 
     /// How long a supervisor may take to stop its work before the deadline,
@@ -588,10 +606,11 @@ mod tests {
             push_succession_grace: MS(250),
             hold_off: MS(250),
             first_renew_retry: MS(5),
-            heartbeat_period: MS(10_000),
+            heartbeat_period: MS(11_000),
+            heartbeat_tick: MS(5_000),
             heartbeat_timeout: MS(10_000),
             member_ttl: MS(30_000),
-            reap_every: 3,
+            reap_period: MS(60_000),
         };
         assert_eq!(
             Timing {
@@ -635,8 +654,27 @@ mod tests {
         assert_eq!(t.next_renewal(MS(2_500)), MS(3_000));
         assert_eq!(t.next_renewal(MS(3_000)), MS(4_000));
         assert_eq!(t.next_renewal(MS(3_999)), MS(4_000));
-        assert_eq!(t.heartbeat_period, MS(3_000));
+        assert_eq!(t.heartbeat_tick, MS(1_500));
         assert_eq!(t.next_heartbeat(MS(2_500)), MS(3_000));
-        assert_eq!(t.next_heartbeat(MS(3_000)), MS(6_000));
+        assert_eq!(t.next_heartbeat(MS(3_000)), MS(4_500));
+    }
+
+    #[test]
+    fn registrations_stay_fresh_between_ticks() {
+        let t = config(&Request {
+            ttl: MS(3_000),
+            ..request()
+        })
+        .unwrap()
+        .timing;
+        // A follower whose last read (carrying a heartbeat) was one TTL ago,
+        // as reads at each lease expiry are, is left alone.
+        assert!(!t.heartbeat_due(MS(3_000) + t.settle));
+        assert!(t.heartbeat_due(MS(3_300)));
+        // The worst case: just short of due at a tick, refreshed at the next.
+        let age = t.heartbeat_period - MS(1) + t.heartbeat_tick;
+        assert!(t.heartbeat_due(age));
+        assert!(age < 2 * t.ttl, "fresh: younger than two TTLs");
+        assert!(age < t.member_ttl);
     }
 }

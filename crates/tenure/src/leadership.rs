@@ -58,6 +58,10 @@ pub(crate) struct Shared {
     pub closed: AtomicBool,
     /// Until when (clock nanoseconds) this candidate stays out of the member list.
     pub membership_paused_until: AtomicU64,
+    /// When (clock nanoseconds) the last successful heartbeat was sent, by
+    /// the membership task or carried by a follower's read; 0: none since
+    /// the registration was last removed.
+    pub heartbeat_sent_ns: AtomicU64,
     pub clock: SharedClock,
     pub key: ElectionKey,
     pub holder: String,
@@ -78,6 +82,7 @@ impl Shared {
             state: watch::Sender::new(State::NoLeader),
             closed: AtomicBool::new(false),
             membership_paused_until: AtomicU64::new(0),
+            heartbeat_sent_ns: AtomicU64::new(0),
             clock,
             key,
             holder,
@@ -132,9 +137,26 @@ impl Shared {
         }
     }
 
+    /// Keeps this candidate out of the member list until `until`; its
+    /// registration is being removed, so the next heartbeat is due at once.
     pub(crate) fn pause_membership(&self, until: Duration) {
         self.membership_paused_until
             .store(until.as_nanos() as u64, Ordering::Release);
+        self.heartbeat_sent_ns.store(0, Ordering::Release);
+    }
+
+    /// Records a successful heartbeat sent at `sent`.
+    pub(crate) fn heartbeat_sent(&self, sent: Duration) {
+        self.heartbeat_sent_ns
+            .fetch_max((sent.as_nanos() as u64).max(1), Ordering::AcqRel);
+    }
+
+    /// How old the registration is; `Duration::MAX` when there is none.
+    pub(crate) fn heartbeat_age(&self) -> Duration {
+        match self.heartbeat_sent_ns.load(Ordering::Acquire) {
+            0 => Duration::MAX,
+            sent => self.clock.now().saturating_sub(Duration::from_nanos(sent)),
+        }
     }
 
     pub(crate) fn membership_paused(&self) -> bool {

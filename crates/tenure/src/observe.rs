@@ -177,6 +177,7 @@ async fn run(
     let mut last: BTreeMap<ElectionKey, Seen> = BTreeMap::new();
     let mut failing = false;
     let mut changes = store.subscribe();
+    let acquisitions_pushed = changes.is_some() && store.capabilities().push_acquisitions;
     loop {
         let wait = match read(&store, &selection).await {
             Err(e) => {
@@ -203,9 +204,9 @@ async fn run(
                 }
                 // With push, a release or hand-over wakes us and held leases
                 // are read when they would expire; the slow poll only covers
-                // a lost push. An election nobody holds is polled: not every
-                // store pushes an acquisition (MySQL's named locks signal
-                // only a leader letting go).
+                // a lost push. An election nobody holds is polled where the
+                // store does not push acquisitions (MySQL's named locks
+                // signal only a leader letting go).
                 let mut wait = if changes.is_some() {
                     PUSH_FALLBACK_POLL.max(options.poll_period)
                 } else {
@@ -215,7 +216,8 @@ async fn run(
                     match rec.as_ref().filter(|r| r.is_held()) {
                         // Wake when this lease is due to expire, to report it at once.
                         Some(r) => wait = wait.min(r.remaining + Duration::from_millis(2)),
-                        None => wait = wait.min(options.poll_period),
+                        None if !acquisitions_pushed => wait = wait.min(options.poll_period),
+                        None => {}
                     }
                     let now = seen(rec.as_ref());
                     if last.get(&key) == Some(&now) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
-use tenure::store::{DynStore, StoreOptions};
+use tenure::store::{DynStore, LeaseStore, StoreOptions};
 use tenure::testing::{servers, Instrumented, Op};
 use tenure::Elector;
 
@@ -25,9 +25,10 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         "{name}: the test needs a store with push"
     );
     let counted = Arc::new(Instrumented::new(follower_store));
+    let leader_counted = Arc::new(Instrumented::new(leader_store));
     let election = format!("quiet-{:08x}", rand::random::<u32>());
     let ttl = Duration::from_secs(2);
-    let leader = Elector::builder(leader_store)
+    let leader = Elector::builder(leader_counted.clone() as DynStore)
         .election(election.clone())
         .identity("leader")
         .ttl(ttl)
@@ -48,16 +49,35 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         assert!(start.elapsed() < Duration::from_secs(5), "{name}: follows");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Two TTLs with a healthy leader renewing every ttl/3: the follower
-    // reads when the lease it saw would expire, each time finding it
-    // renewed with 2/3 to all of a TTL left: at most 4 reads (a poll every
-    // 40-80 ms made 25-50).
-    let reads_before = counted.calls(Op::Read);
-    tokio::time::sleep(ttl * 2).await;
-    let reads = counted.calls(Op::Read) - reads_before;
+    // Three TTLs with a healthy leader renewing every ttl/3: the follower
+    // reads when the lease it saw would expire, each time finding it renewed
+    // with 2/3 to all of a TTL left, and that read is also its member
+    // heartbeat: 3 to 5 requests of any kind (a poll every 40-80 ms made
+    // 40-75 reads; a separate heartbeat per TTL made 6-8 requests).
+    let calls_before = counted.total_calls();
+    let leader_before = leader_counted.total_calls() - leader_counted.calls(Op::Renew);
+    tokio::time::sleep(ttl * 3).await;
+    let calls = counted.total_calls() - calls_before;
+    // The leader renews every ttl/3; anything else is overhead: its own
+    // member heartbeat (every 1.5 to 2 TTLs) and reaping lapsed members
+    // (every 6 TTLs) are at most 3 (a heartbeat and a reap per TTL made 6).
+    let leader_extra =
+        leader_counted.total_calls() - leader_counted.calls(Op::Renew) - leader_before;
     assert!(
-        reads <= 4,
-        "{name}: an idle follower read the lease {reads} times in two TTLs"
+        calls <= 5,
+        "{name}: an idle follower made {calls} store requests in three TTLs \
+         (reads {}, heartbeats {}, heartbeat-and-reads {})",
+        counted.calls(Op::Read),
+        counted.calls(Op::Heartbeat),
+        counted.calls(Op::HeartbeatAndRead),
+    );
+    assert!(
+        leader_extra <= 3,
+        "{name}: an idle leader made {leader_extra} requests besides renewals in three TTLs \
+         (heartbeats {}, reaps {}, reads {})",
+        leader_counted.calls(Op::Heartbeat),
+        leader_counted.calls(Op::Reap),
+        leader_counted.calls(Op::Read),
     );
     // A release still wakes it at once, without waiting for the expiry (the
     // follower's next read is 1.3 to 2 s after its last).
@@ -68,10 +88,100 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         .unwrap_or_else(|_| panic!("{name}: a release did not wake the follower within 500 ms"))
         .expect("follower leads");
     eprintln!(
-        "{name}: {reads} reads in two TTLs; takeover {:?} after the release",
+        "{name}: {calls} requests in three TTLs; takeover {:?} after the release",
         released.elapsed()
     );
     follower.shutdown().await.expect("shutdown");
+}
+
+/// An observer (what `tenure watch` runs) costs about what a follower does:
+/// idle on a free election nothing but a 10 s fallback read where the store
+/// pushes acquisitions, idle on a held one a read when the lease would
+/// expire; and it reports an acquisition and a release promptly.
+async fn observer_is_quiet(name: &str, url: String, options: StoreOptions) {
+    use tenure::observe::{observe, Change, ObserveOptions, Selection};
+    let Some(store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let counted = Arc::new(Instrumented::new(
+        tenure::store::connect(&url, &options)
+            .await
+            .expect("observer's store"),
+    ));
+    let acquisitions_pushed = counted.capabilities().push_acquisitions;
+    let election = format!("watched-{:08x}", rand::random::<u32>());
+    let key = tenure::store::ElectionKey::new("default", election.clone());
+    let mut changes = observe(
+        counted.clone() as DynStore,
+        Selection::Elections(vec![key]),
+        ObserveOptions::default(),
+    );
+    let first = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+    assert!(
+        matches!(first, Ok(Some(Change::NoLeader { .. }))),
+        "{name}: {first:?}"
+    );
+    let before = counted.total_calls();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_free = counted.total_calls() - before;
+    if acquisitions_pushed {
+        // Polling every 40-80 ms made 25-50.
+        assert!(
+            idle_free <= 1,
+            "{name}: an observer of a free election made {idle_free} requests in 2 s"
+        );
+    }
+    let ttl = Duration::from_secs(2);
+    let leader = Elector::builder(store)
+        .election(election)
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    let acquired = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+    let reported = acquired.elapsed();
+    assert!(
+        matches!(seen, Ok(Some(Change::Leader { .. }))),
+        "{name}: the acquisition was not reported within 1 s: {seen:?}"
+    );
+    let before = counted.total_calls();
+    tokio::time::sleep(ttl * 3).await;
+    let idle_held = counted.total_calls() - before;
+    assert!(
+        idle_held <= 5,
+        "{name}: an observer of a held election made {idle_held} requests in three TTLs"
+    );
+    leader.shutdown().await.expect("release");
+    let released = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+    assert!(
+        matches!(seen, Ok(Some(Change::NoLeader { .. }))),
+        "{name}: the release was not reported within 1 s: {seen:?}"
+    );
+    eprintln!(
+        "{name}: observer idle {idle_free} requests in 2 s (free), {idle_held} in three TTLs \
+         (held); acquisition reported {reported:?} after acquired() returned, release {:?} \
+         after shutdown() returned",
+        released.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_are_quiet_on_every_store() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sqlite = format!("sqlite://{}", dir.path().join("observed.db").display());
+    observer_is_quiet("sqlite", sqlite, StoreOptions::default()).await;
+    observer_is_quiet("postgres", servers::postgres_url(), StoreOptions::default()).await;
+    #[cfg(feature = "mysql")]
+    observer_is_quiet("mariadb", servers::mysql_url(), StoreOptions::default()).await;
+    #[cfg(feature = "redis")]
+    observer_is_quiet("redis", servers::redis_url(), StoreOptions::default()).await;
+    #[cfg(feature = "etcd")]
+    if let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) {
+        observer_is_quiet("etcd", etcd.url(), StoreOptions::default()).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,28 +216,29 @@ async fn etcd_follower_is_quiet() {
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
 }
 
-/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
-/// connection is terminated, the leader releases at once (the notification
-/// is lost with the connection), and the follower still takes over within
-/// seconds, not at the 30 s expiry: the listener reconnects and tells it that
-/// anything may have changed, and it reads.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_follower_recovers_when_its_listen_connection_dies() {
-    let url = servers::postgres_url();
-    // A prefix of its own: the LISTEN channel is named after it, so the
-    // connection to terminate is this test's and no other's.
-    let prefix = format!("quiet{:08x}_", rand::random::<u32>());
-    let options = StoreOptions::default().with_table_prefix(prefix.clone());
-    let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
+/// A leader and a follower (ttl 30 s) on two stores of one URL; once the
+/// follower follows, `break_push` cuts its push channel, the leader releases
+/// at once (the wake-up is lost with the channel), and the follower must
+/// still take over within 5 s, not at the 30 s expiry.
+async fn takeover_after_push_loss<F, Fut>(
+    name: &str,
+    url: &str,
+    options: StoreOptions,
+    break_push: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some(leader_store) = servers::connect_or_skip(url, &options).await else {
         return;
     };
-    let follower_store = tenure::store::connect(&url, &options)
+    let follower_store = tenure::store::connect(url, &options)
         .await
         .expect("second store");
     let ttl = Duration::from_secs(30);
     let build = |store: DynStore, id: &str| {
         Elector::builder(store)
-            .election("listen-lost")
+            .election("push-lost")
             .identity(id)
             .ttl(ttl)
             .build()
@@ -141,12 +252,37 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         *follower.leadership().borrow(),
         tenure::State::Following { .. }
     ) {
-        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        assert!(start.elapsed() < Duration::from_secs(5), "{name}: follows");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
+    break_push().await;
+    let released = Instant::now();
+    leader.shutdown().await.expect("release");
+    tokio::time::timeout(Duration::from_secs(5), follower.acquired())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{name}: the follower did not take over within 5 s of a release whose wake-up was lost (ttl 30 s)")
+        })
+        .expect("follower leads");
+    eprintln!(
+        "{name}: takeover {:?} after a release while push was down",
+        released.elapsed()
+    );
+    follower.shutdown().await.expect("shutdown");
+}
+
+/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
+/// connection is terminated, and the listener reconnects and tells it that
+/// anything may have changed, and it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_follower_recovers_when_its_listen_connection_dies() {
+    let url = servers::postgres_url();
+    // A prefix of its own: the LISTEN channel is named after it, so the
+    // connection to terminate is this test's and no other's.
+    let prefix = format!("quiet{:08x}_", rand::random::<u32>());
+    let options = StoreOptions::default().with_table_prefix(prefix.clone());
     let channel = format!("{prefix}changes");
-    let listening = || async {
+    let listening = |url: String, channel: String| async move {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND query LIKE $1",
         )
@@ -155,36 +291,30 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         .await
         .expect("count listeners")
     };
-    let start = Instant::now();
-    while listening().await < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "both stores listen on {channel}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let killed: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE query LIKE '%LISTEN%' AND query LIKE $1",
-    )
-    .bind(format!("%{channel}%"))
-    .fetch_all(&mut admin)
-    .await
-    .expect("terminate the listeners");
-    assert_eq!(killed, [true, true], "both LISTEN connections terminated");
-    let released = Instant::now();
-    leader.shutdown().await.expect("release");
-    tokio::time::timeout(Duration::from_secs(5), follower.acquired())
-        .await
-        .expect(
-            "the follower took over within 5 s of a release whose notification was lost (ttl 30 s)",
+    takeover_after_push_loss("postgres", &url, options, || async {
+        let start = Instant::now();
+        while listening(url.clone(), channel.clone()).await < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "both stores listen on {channel}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE query LIKE '%LISTEN%' AND query LIKE $1",
         )
-        .expect("follower leads");
-    eprintln!(
-        "postgres: takeover {:?} after a release while LISTEN was down",
-        released.elapsed()
-    );
-    follower.shutdown().await.expect("shutdown");
+        .bind(format!("%{channel}%"))
+        .fetch_all(&mut admin)
+        .await
+        .expect("terminate the listeners");
+        assert_eq!(killed, [true, true], "both LISTEN connections terminated");
+    })
+    .await;
+    let Ok(mut admin) = sqlx::PgConnection::connect(&url).await else {
+        return; // skipped above
+    };
     // This test's own tables go: the shared database keeps no clutter.
     for table in ["leases", "members", "history", "schema"] {
         sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{table}"))
@@ -192,4 +322,81 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
             .await
             .expect("drop a test table");
     }
+}
+
+/// Redis: the pub/sub connections are killed (a private server, so only this
+/// test's clients go); the subscriber reconnects and wakes its followers.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_follower_recovers_when_its_subscription_dies() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::Redis.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    let url = server.url();
+    takeover_after_push_loss("redis", &url, StoreOptions::default(), || async {
+        let client = redis::Client::open(url.as_str()).expect("client");
+        let mut admin = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("admin");
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut admin)
+            .await
+            .expect("CLIENT KILL");
+        assert!(killed >= 1, "a subscription killed");
+    })
+    .await;
+}
+
+/// MySQL/MariaDB: the connection a follower blocks on in `GET_LOCK` is killed
+/// (a private server, so only this test's waiters go); the follower reads
+/// and waits again instead of sleeping to the lease's expiry.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::MariaDb.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let server = Server::start_with(Kind::MariaDb, ServerOptions::default()).expect("mariadbd");
+    let url = server.url();
+    takeover_after_push_loss("mariadb", &url, StoreOptions::default(), || async {
+        let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+        let waiters = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM information_schema.PROCESSLIST WHERE state = 'User lock'",
+            )
+            .fetch_all(&mut sqlx::MySqlConnection::connect(&url).await.expect("probe"))
+            .await
+            .expect("list lock waiters")
+        };
+        let start = Instant::now();
+        let ids = loop {
+            let ids = waiters().await;
+            if !ids.is_empty() {
+                break ids;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "a follower waits in GET_LOCK"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for id in ids {
+            sqlx::query(&format!("KILL {id}"))
+                .execute(&mut admin)
+                .await
+                .expect("KILL the waiter");
+        }
+    })
+    .await;
 }

@@ -1,5 +1,6 @@
 //! Redis-specific behaviour the shared conformance suite cannot cover: the term
-//! surviving a server restart, and clear errors for bad input. Tests that
+//! surviving a server restart, clear errors for bad input, and one process's
+//! renewals, heartbeats and reaps sharing script calls. Tests that
 //! restart or reconfigure a server start a private `redis-server` (temp dir,
 //! free port); the machine's shared Redis is only read from or written to.
 
@@ -413,4 +414,103 @@ async fn fenced_writes_refuse_a_paused_leader() {
         .unwrap();
     successor.shutdown().await.unwrap();
     drop(paused);
+}
+
+/// A process in many elections renews all its leases with one script call per
+/// renew instant, each lease judged on its own (a lease with a hand-over
+/// request is refused, the others renewed); heartbeats and reaps likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_of_one_process_share_a_script_call() {
+    const N: usize = 40;
+    let url = servers::redis_url();
+    let Some(_) = servers::connect_or_skip(&url, &StoreOptions::default()).await else {
+        return;
+    };
+    let store = std::sync::Arc::new(
+        tenure::store::redis::RedisStore::connect(&url, &StoreOptions::default())
+            .await
+            .expect("connect"),
+    );
+    let run = format!("{:x}-{:x}", std::process::id(), rand::random::<u32>());
+    let ttl = Duration::from_secs(30);
+    let mut tenures = Vec::new();
+    for i in 0..N {
+        let c = claim(
+            &ElectionKey::new("batch", format!("e{i}-{run}")),
+            "h#1",
+            ttl,
+        );
+        let term = acquired(&(store.clone() as DynStore), &c).await;
+        tenures.push(Tenure {
+            key: c.key,
+            holder: c.holder,
+            term,
+        });
+    }
+    use tenure::store::LeaseStore;
+    store
+        .request_handover(
+            &tenures[7].key,
+            &tenure::store::Handover::Anyone,
+            ttl,
+            tenure::store::HandoverReason::Resign,
+        )
+        .await
+        .expect("request")
+        .expect("held");
+    let before = store.renew_calls();
+    let results = futures_util::future::join_all(tenures.iter().map(|t| store.renew(t, ttl))).await;
+    let calls = store.renew_calls() - before;
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r.expect("renew"), i != 7, "lease {i}");
+    }
+    assert!(
+        calls <= 2,
+        "{calls} script calls for {N} renewals at one instant"
+    );
+
+    // Electors: 40 leaders for three TTLs renew every ttl/3 on a shared grid.
+    let ttl = Duration::from_secs(1);
+    let electors: Vec<tenure::Elector> = (0..N)
+        .map(|i| {
+            tenure::Elector::builder(store.clone())
+                .namespace("batch-electors")
+                .election(format!("e{i}-{run}"))
+                .ttl(ttl)
+                .build()
+                .expect("elector")
+        })
+        .collect();
+    let start = Instant::now();
+    while !electors.iter().all(|e| e.is_leader()) {
+        assert!(start.elapsed() < Duration::from_secs(10), "all lead");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (renews, beats, reaps) = (
+        store.renew_calls(),
+        store.heartbeat_calls(),
+        store.reap_calls(),
+    );
+    tokio::time::sleep(ttl * 3).await;
+    let renews = store.renew_calls() - renews;
+    let beats = store.heartbeat_calls() - beats;
+    let reaps = store.reap_calls() - reaps;
+    // Nine grid instants (ten if the window straddles one), a straggler or
+    // two: not 360. Heartbeats every 1.5 TTLs and reaps every 6: a few.
+    assert!(
+        renews <= 14,
+        "{renews} renewal calls for {N} leaders in three TTLs"
+    );
+    assert!(
+        beats <= 6,
+        "{beats} heartbeat calls for {N} leaders in three TTLs"
+    );
+    assert!(
+        reaps <= 4,
+        "{reaps} reap calls for {N} leaders in three TTLs"
+    );
+    eprintln!("three TTLs, {N} leaders: {renews} renewal, {beats} heartbeat, {reaps} reap calls");
+    for e in electors {
+        e.shutdown().await.expect("shutdown");
+    }
 }

@@ -18,6 +18,13 @@ use crate::error::{Error, Result};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod etcd;
+#[cfg(any(
+    feature = "sqlite",
+    feature = "mysql",
+    feature = "postgres",
+    feature = "redis"
+))]
+mod gather;
 pub mod memory;
 mod reason;
 #[cfg(feature = "redis")]
@@ -284,6 +291,10 @@ pub enum Acquire {
 pub struct Capabilities {
     /// Changes are pushed to waiting candidates (LISTEN/NOTIFY, pub/sub, watch).
     pub push: bool,
+    /// Acquisitions of a free election are pushed too, so an observer need
+    /// not poll elections nobody holds. MySQL/MariaDB's named locks signal
+    /// only a leader letting go.
+    pub push_acquisitions: bool,
     /// Work can be committed in a transaction fenced by the lease (SQL stores).
     pub fenced_transactions: bool,
     /// Several elections can be renewed by one statement.
@@ -336,6 +347,22 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// Registers `member` or refreshes its heartbeat; the registration lapses
     /// `ttl` after this call unless refreshed.
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()>;
+
+    /// [`heartbeat`](Self::heartbeat) then [`read`](Self::read) of the
+    /// member's election: an idle follower's one regular call, so a waiting
+    /// replica costs one request per lease lifetime. Stores that can do both
+    /// in one request override this (Redis: one script; PostgreSQL: one
+    /// statement); MySQL/MariaDB and SQLite send the two statements side by
+    /// side; etcd (and this default) one after the other. Either way, once it
+    /// returns `Ok` the registration is written.
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.heartbeat(member, ttl).await?;
+        self.read(&member.key).await
+    }
 
     /// Removes a member's registration. Returns whether there was one.
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool>;
@@ -471,6 +498,13 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         (**self).heartbeat(member, ttl).await
+    }
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        (**self).heartbeat_and_read(member, ttl).await
     }
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         (**self).leave(key, holder).await

@@ -29,6 +29,8 @@ pub enum Op {
     List,
     /// [`LeaseStore::heartbeat`].
     Heartbeat,
+    /// [`LeaseStore::heartbeat_and_read`].
+    HeartbeatAndRead,
     /// [`LeaseStore::leave`].
     Leave,
     /// [`LeaseStore::members`].
@@ -45,7 +47,7 @@ pub enum Op {
     Flush,
 }
 
-const OPS: usize = 13;
+const OPS: usize = 14;
 
 /// Wraps a store: delegates every call, counts calls per [`Op`], and has
 /// fault switches.
@@ -104,6 +106,11 @@ impl Instrumented {
     /// How many calls of `op` reached the wrapper so far.
     pub fn calls(&self, op: Op) -> u64 {
         self.calls[op as usize].load(Ordering::SeqCst)
+    }
+
+    /// Calls of every kind so far: the requests this store was asked to make.
+    pub fn total_calls(&self) -> u64 {
+        self.calls.iter().map(|c| c.load(Ordering::SeqCst)).sum()
     }
 
     /// Acquisition attempts so far (`calls(Op::Acquire)`).
@@ -207,6 +214,15 @@ impl LeaseStore for Instrumented {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.enter(Op::Heartbeat).await?;
         self.inner.heartbeat(member, ttl).await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.enter(Op::HeartbeatAndRead).await?;
+        self.inner.heartbeat_and_read(member, ttl).await
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {

@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             names_are_exact,
             push_wakes_followers_on_release,
             members_register_heartbeat_and_are_reaped,
+            heartbeat_and_read_registers_and_reads,
             handover_lets_only_the_target_acquire_within_the_window,
             handover_request_makes_renewal_fail,
             history_records_every_term_with_reasons,

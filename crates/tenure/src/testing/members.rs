@@ -76,4 +76,59 @@ impl Conformance {
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].holder, "vip#1");
     }
+
+    /// A heartbeat carried by a read registers (keeping the join time on
+    /// later ones) and reads what `read` reads, before and after a term.
+    pub async fn heartbeat_and_read_registers_and_reads(&self) {
+        let s = self.store().await;
+        let key = self.key("hbread");
+        let me = crate::store::Member {
+            key: key.clone(),
+            holder: "f#1".into(),
+            metadata: "addr of f".into(),
+            priority: 2,
+        };
+        let ttl = Duration::from_secs(30);
+        let rec = s.heartbeat_and_read(&me, ttl).await.expect("first");
+        assert_eq!(
+            rec.map(|r| r.term).unwrap_or(0),
+            0,
+            "[{}] nothing held yet",
+            self.name
+        );
+        let m = s.members(&key).await.expect("members");
+        assert_eq!(m.len(), 1, "[{}] registered by the read", self.name);
+        assert!(m[0].live);
+        assert_eq!((m[0].priority, m[0].metadata.as_str()), (2, "addr of f"));
+        let joined = m[0].joined_at_us;
+        let won = s
+            .try_acquire(&super::claim(&key, "l#1", ttl))
+            .await
+            .expect("acquire");
+        assert!(matches!(won, crate::store::Acquire::Acquired(_)));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let both = s
+            .heartbeat_and_read(&me, ttl)
+            .await
+            .expect("again")
+            .expect("a lease");
+        let read = s.read(&key).await.expect("read").expect("a lease");
+        assert_eq!(
+            (both.holder.as_deref(), both.term, both.acquired_at_us),
+            (read.holder.as_deref(), read.term, read.acquired_at_us),
+            "[{}] the same record as read()",
+            self.name
+        );
+        let m = s.members(&key).await.expect("members");
+        let f = m
+            .iter()
+            .find(|m| m.holder == "f#1")
+            .expect("still a member");
+        assert_eq!(f.joined_at_us, joined, "[{}] keeps seniority", self.name);
+        assert!(
+            f.heartbeat_at_us > joined,
+            "[{}] heartbeat refreshed",
+            self.name
+        );
+    }
 }

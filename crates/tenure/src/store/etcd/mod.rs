@@ -171,6 +171,7 @@ impl LeaseStore for EtcdStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
+            push_acquisitions: true,
             fenced_transactions: false,
             // One keep-alive of the process lease serves every renewal of a
             // renew instant (each still checks its own key, read-only).

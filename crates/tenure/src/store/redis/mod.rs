@@ -31,6 +31,7 @@
 //! `&cert=/path/client.pem&key=/path/client.key` presents a client certificate
 //! (redis-cli's `--cacert`, `--cert` and `--key`).
 
+mod batch;
 mod client;
 mod errors;
 mod fenced;
@@ -70,6 +71,7 @@ pub struct RedisStore {
     history_retention: u64,
     push: std::sync::Arc<push::PushHub>,
     fenced_script: std::sync::Arc<std::sync::OnceLock<redis::Script>>,
+    batches: std::sync::Arc<batch::Batches>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -104,9 +106,17 @@ impl RedisStore {
         .await
         .map_err(|_| errors::timed_out(&described, options.connect_timeout))?
         .map_err(|e| errors::classify_first(&described, e))?;
+        let scripts = std::sync::Arc::new(Scripts::new());
+        let batches = std::sync::Arc::new(batch::Batches::new(batch::Caller {
+            conn: conn.clone(),
+            scripts: scripts.clone(),
+            prefix: options.table_prefix.clone(),
+            described: described.clone(),
+        }));
         let store = Self {
             conn,
-            scripts: std::sync::Arc::new(Scripts::new()),
+            scripts,
+            batches,
             prefix: options.table_prefix.clone(),
             push: std::sync::Arc::new(push::PushHub::new(
                 client,
@@ -118,6 +128,24 @@ impl RedisStore {
         };
         store.check_server().await?;
         Ok(store)
+    }
+
+    /// Renewal script calls this store has made (the renewals of one
+    /// instant share one).
+    pub fn renew_calls(&self) -> u64 {
+        self.batches.renewals.statements()
+    }
+
+    /// Member heartbeat script calls this store has made (the heartbeats of
+    /// one instant share one; a follower's read carries its own).
+    pub fn heartbeat_calls(&self) -> u64 {
+        self.batches.heartbeats.statements()
+    }
+
+    /// Reap script calls this store has made (the reaps of one instant share
+    /// one).
+    pub fn reap_calls(&self) -> u64 {
+        self.batches.reaps.statements()
     }
 
     /// Fails unless the server says it is Redis (or a fork that reports a
@@ -178,7 +206,11 @@ impl RedisStore {
     }
 
     fn key(&self, kind: &str, key: &ElectionKey) -> String {
-        format!("{}{kind}:{}", self.prefix, Self::member(key))
+        Self::key_for(&self.prefix, kind, key)
+    }
+
+    fn key_for(prefix: &str, kind: &str, key: &ElectionKey) -> String {
+        format!("{prefix}{kind}:{}", Self::member(key))
     }
 
     fn channel(&self) -> String {
@@ -267,6 +299,11 @@ fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 4)
 }
 
+/// [`us`] as a batch group.
+fn group_us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 4)
+}
+
 fn json_str(v: &serde_json::Value, field: &str) -> String {
     v.get(field)
         .and_then(|x| x.as_str())
@@ -290,6 +327,7 @@ impl LeaseStore for RedisStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
+            push_acquisitions: true,
             ..Capabilities::default()
         }
     }
@@ -325,17 +363,12 @@ impl LeaseStore for RedisStore {
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        let done: i64 = self
-            .run(
-                self.scripts
-                    .renew
-                    .key(self.key("lease", &tenure.key))
-                    .arg(&tenure.holder)
-                    .arg(tenure.term)
-                    .arg(us(ttl)),
-            )
-            .await?;
-        Ok(done == 1)
+        // Renewals of one instant go together: one script call for all the
+        // process's leases with this TTL.
+        self.batches
+            .renewals
+            .call(group_us(ttl), tenure.clone())
+            .await
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
@@ -387,18 +420,33 @@ impl LeaseStore for RedisStore {
     }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        let _: i64 = self
+        self.batches
+            .heartbeats
+            .call(group_us(ttl), member.clone())
+            .await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        let fields: Vec<String> = self
             .run(
                 self.scripts
-                    .heartbeat
+                    .heartbeat_read
                     .key(self.key("members", &member.key))
+                    .key(self.key("lease", &member.key))
                     .arg(&member.holder)
                     .arg(&member.metadata)
                     .arg(member.priority)
                     .arg(us(ttl)),
             )
             .await?;
-        Ok(())
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        self.record(&member.key, &fields).map(Some)
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
@@ -446,10 +494,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        let n: i64 = self
-            .run(&self.scripts.reap.key(self.key("members", key)))
-            .await?;
-        Ok(n.max(0) as u64)
+        self.batches.reaps.call(0, key.clone()).await
     }
 
     async fn hand_over(

@@ -21,6 +21,7 @@ pub(super) struct Scripts {
     pub read: Script,
     pub list: Script,
     pub heartbeat: Script,
+    pub heartbeat_read: Script,
     pub members: Script,
     pub reap: Script,
 }
@@ -35,6 +36,7 @@ impl Scripts {
             read: script(include_str!("lua/read.lua")),
             list: script(include_str!("lua/list.lua")),
             heartbeat: script(include_str!("lua/heartbeat.lua")),
+            heartbeat_read: script(include_str!("lua/heartbeat_read.lua")),
             members: script(include_str!("lua/members.lua")),
             reap: script(include_str!("lua/reap.lua")),
         }

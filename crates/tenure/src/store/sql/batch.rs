@@ -16,9 +16,9 @@ use tokio::sync::oneshot;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
-use super::gather::{Gather, GATHER};
 use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
+use crate::store::gather::{Gather, GATHER};
 use crate::store::Tenure;
 
 /// Leases per statement (4 parameters each; every dialect allows far more).

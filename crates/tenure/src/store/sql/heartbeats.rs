@@ -13,8 +13,8 @@ use sqlx::AnyPool;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
-use super::gather::{Batched, Statement};
 use super::statements::sent;
+use crate::store::gather::{Batched, Statement};
 use crate::store::{identity_of, Member};
 
 /// The multi-row upsert of members' heartbeats; the group is the TTL in µs.
@@ -51,7 +51,8 @@ impl Statement for Heartbeats {
     const CHUNK: usize = 500;
     const WHAT: &'static str = "heartbeat";
 
-    async fn send(&self, ttl_us: i64, members: Vec<&Member>) -> Result<(), String> {
+    async fn send(&self, ttl_us: i64, members: Vec<&Member>) -> Result<Vec<()>, String> {
+        let n = members.len();
         // One row per member (a retry may queue one twice): PostgreSQL
         // refuses to update a row twice in one statement.
         let mut seen = HashSet::new();
@@ -74,7 +75,7 @@ impl Statement for Heartbeats {
         }
         q.execute(&self.pool)
             .await
-            .map(|_| ())
+            .map(|_| vec![(); n])
             .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
     }
 }

@@ -35,7 +35,6 @@ mod errors;
 mod fenced;
 #[cfg(feature = "sqlite")]
 mod file_watch;
-mod gather;
 mod heartbeats;
 #[cfg(feature = "mysql")]
 mod named_locks;
@@ -87,8 +86,8 @@ pub struct SqlStore {
     #[cfg(feature = "mysql")]
     named_locks: Option<Arc<named_locks::NamedLocks>>,
     batcher: Arc<batch::Batcher>,
-    heartbeats: Arc<gather::Batched<heartbeats::Heartbeats>>,
-    reaps: Arc<gather::Batched<reaps::Reaps>>,
+    heartbeats: Arc<crate::store::gather::Batched<heartbeats::Heartbeats>>,
+    reaps: Arc<crate::store::gather::Batched<reaps::Reaps>>,
     /// SQLite wake-ups from the file's change counter.
     #[cfg(feature = "sqlite")]
     file_watch: Option<Arc<file_watch::FileWatch>>,

@@ -35,6 +35,8 @@ const GRANTED_AT_ONCE: Duration = Duration::from_millis(50);
 
 /// The first pause after a lock granted at once.
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
+/// The pause before waking followers after a waiter's connection failed.
+const FAILED_WAIT_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long the leader's `GET_LOCK` waits for a follower's waiter that holds
 /// the lock for the instant between being granted and releasing it.
@@ -209,27 +211,34 @@ impl NamedLocks {
         let this = self.clone();
         let key = key.clone();
         tokio::spawn(async move {
-            this.wait(&key, &name, ttl).await;
+            let wake = this.wait(&key, &name, ttl).await;
             this.waiting
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&key);
+            if wake {
+                this.wakeups.send(key);
+            }
         });
     }
 
     /// Blocks in `GET_LOCK` until the leader frees the lock; then releases it
-    /// at once and wakes this process's subscribers. Gives up after two TTLs
-    /// (a follower reads again at the lease's expiry anyway, and re-arms).
-    async fn wait(&self, key: &ElectionKey, name: &str, ttl: Duration) {
+    /// at once. Gives up after two TTLs (a follower reads again at the
+    /// lease's expiry anyway, and re-arms). Returns whether this process's
+    /// subscribers must be woken: the caller does that once this key is no
+    /// longer marked waiting, so the read it causes can re-arm a waiter (woken
+    /// while still marked, a follower that found the lease taken again slept
+    /// to its expiry through the next release).
+    async fn wait(&self, key: &ElectionKey, name: &str, ttl: Duration) -> bool {
         let Some(mut conn) = self.own_connection().await else {
-            return;
+            return false;
         };
         let until = Instant::now() + ttl * 2;
         let mut pause = FIRST_PAUSE;
-        loop {
+        let wake = loop {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                break;
+                break false;
             }
             let timeout = i64::try_from(left.as_secs().clamp(1, 3600)).unwrap_or(3600);
             let asked = Instant::now();
@@ -239,21 +248,35 @@ impl NamedLocks {
                 .fetch_one(&mut conn)
                 .await
                 .map(|r| r.try_get::<Option<i64>, _>(0));
-            if !matches!(got, Ok(Ok(Some(1)))) {
-                break; // timed out, or the connection failed
+            match got {
+                Ok(Ok(Some(1))) => {}
+                // GET_LOCK timed out: the follower's read at the lease's
+                // expiry re-arms a waiter if the lease is still held.
+                Ok(Ok(Some(0))) => break false,
+                // The connection died while we waited (killed, server
+                // restarted): a release in the meantime would be missed, so
+                // the followers read (and re-arm) after a pause, which bounds
+                // a read-wait-fail loop where GET_LOCK fails at once.
+                _ => {
+                    tokio::time::sleep(FAILED_WAIT_PAUSE.min(left)).await;
+                    break true;
+                }
             }
             let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
                 .bind(name)
                 .execute(&mut conn)
                 .await;
-            self.wakeups.send(key.clone());
             if asked.elapsed() >= GRANTED_AT_ONCE || freed.is_err() {
-                break; // the leader let go while we waited
+                break true; // the leader let go while we waited
             }
+            // Granted at once: no leader holds the lock (yet, or any more).
+            // Wake anyway, and look again after a pause.
+            self.wakeups.send(key.clone());
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
-        }
+        };
         let _ = conn.close().await;
+        wake
     }
 }
 

@@ -8,8 +8,8 @@ use sqlx::AnyPool;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
-use super::gather::{Batched, Statement};
 use super::statements::sent;
+use crate::store::gather::{Batched, Statement};
 use crate::store::ElectionKey;
 
 /// The `DELETE` of lapsed members of many elections; every call is answered
@@ -47,7 +47,9 @@ impl Statement for Reaps {
     const CHUNK: usize = 1000;
     const WHAT: &'static str = "reap";
 
-    async fn send(&self, _group: i64, keys: Vec<&ElectionKey>) -> Result<u64, String> {
+    /// Every call is answered with the statement's count.
+    async fn send(&self, _group: i64, keys: Vec<&ElectionKey>) -> Result<Vec<u64>, String> {
+        let n = keys.len();
         let tuples = vec!["(?, ?)"; keys.len()].join(", ");
         let sql = self.dialect.delete(
             &self.table,
@@ -60,7 +62,7 @@ impl Statement for Reaps {
         }
         q.execute(&self.pool)
             .await
-            .map(|done| done.rows_affected())
+            .map(|done| vec![done.rows_affected(); n])
             .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
     }
 }

@@ -27,6 +27,9 @@ pub(super) struct Statements {
     pub(super) renew_unchecked: Option<String>,
     pub(super) release: String,
     pub(super) read: String,
+    /// A member's heartbeat and its election's read in one statement, where
+    /// the dialect has one (PostgreSQL).
+    pub(super) heartbeat_and_read: Option<String>,
     pub(super) list_all: String,
     pub(super) list_namespace: String,
     pub(super) insert_vacant: String,
@@ -86,6 +89,7 @@ impl Statements {
                 None,
             ),
             read: dialect.select(&t, RECORD_COLUMNS, key, ""),
+            heartbeat_and_read: dialect.heartbeat_and_read(&t, &m, RECORD_COLUMNS),
             list_all: dialect.select(&t, RECORD_COLUMNS, "1 = 1", " ORDER BY namespace, election"),
             list_namespace: dialect.select(
                 &t,

@@ -153,6 +153,7 @@ impl LeaseStore for SqlStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
+            push_acquisitions: !matches!(self.dialect, super::dialect::Dialect::MySql),
             fenced_transactions: true,
             batch_renew: true,
             durable: true,
@@ -225,6 +226,42 @@ impl LeaseStore for SqlStore {
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.heartbeats.call(duration_us(ttl), member.clone()).await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        if let Some(sql) = &self.statements.heartbeat_and_read {
+            let row = sqlx::query(&sent(self.dialect, sql))
+                .bind(member.key.namespace.as_str())
+                .bind(member.key.election.as_str())
+                .bind(member.holder.as_str())
+                .bind(identity_of(&member.holder))
+                .bind(member.metadata.as_str())
+                .bind(i64::from(member.priority))
+                .bind(duration_us(ttl))
+                .bind(member.key.namespace.as_str())
+                .bind(member.key.election.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.wrap(e))?;
+            return row
+                .map(|r| decode_record(&r))
+                .transpose()
+                .map_err(|e| self.wrap(e));
+        }
+        // Elsewhere two statements side by side on two pooled connections:
+        // the read must not wait for the heartbeat batch (up to `GATHER`
+        // away), since a follower reads a crashed leader's lease at its
+        // expiry and every millisecond there is failover time.
+        let (heartbeat, rec) = tokio::join!(
+            self.heartbeats.send_now(duration_us(ttl), member),
+            self.read(&member.key)
+        );
+        heartbeat?;
+        rec
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {

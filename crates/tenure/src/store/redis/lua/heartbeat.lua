@@ -1,11 +1,6 @@
--- KEYS: members. ARGV: holder, metadata, priority, ttl_us.
+-- KEYS: members. ARGV: ttl_us, then holder, metadata and priority per member.
 local now = now_us()
-local joined = s(now)
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if v then
-  joined = cjson.decode(v).joined_us
+for i, key in ipairs(KEYS) do
+  beat(key, ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], tonumber(ARGV[1]), now)
 end
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode({metadata = ARGV[2],
-  priority = ARGV[3], joined_us = joined, heartbeat_us = s(now),
-  expires_us = s(now + tonumber(ARGV[4]))}))
-return 1
+return #KEYS

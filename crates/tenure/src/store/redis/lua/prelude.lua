@@ -43,3 +43,14 @@ local function close_term(hkey, term, end_us, reason)
     end
   end
 end
+-- Registers a member or refreshes its heartbeat, keeping its join time.
+local function beat(key, holder, metadata, priority, ttl, now)
+  local joined = s(now)
+  local v = redis.call('HGET', key, holder)
+  if v then
+    joined = cjson.decode(v).joined_us
+  end
+  redis.call('HSET', key, holder, cjson.encode({metadata = metadata,
+    priority = priority, joined_us = joined, heartbeat_us = s(now),
+    expires_us = s(now + ttl)}))
+end

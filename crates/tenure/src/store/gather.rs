@@ -1,6 +1,8 @@
 //! Gathering calls that arrive together into one statement: the first call of
 //! a batch schedules the flush, the others join the queue until it runs.
-//! Renewals and member heartbeats both use it.
+//! The SQL stores' renewals, heartbeats and reaps, and Redis's, use it: a
+//! process in a thousand elections makes one request per instant, not a
+//! thousand.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,16 +12,16 @@ use std::time::Duration;
 /// How long the first call of a batch waits for others to join: long enough
 /// for a thousand electors waking at one grid instant on two cores, short
 /// against any renew period.
-pub(super) const GATHER: Duration = Duration::from_millis(10);
+pub(crate) const GATHER: Duration = Duration::from_millis(10);
 
 /// Queued calls by group (one statement per group, e.g. per TTL).
-pub(super) struct Gather<T> {
+pub(crate) struct Gather<T> {
     queue: Mutex<BTreeMap<i64, Vec<T>>>,
     scheduled: AtomicBool,
 }
 
 impl<T> Gather<T> {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             queue: Mutex::new(BTreeMap::new()),
             scheduled: AtomicBool::new(false),
@@ -28,7 +30,7 @@ impl<T> Gather<T> {
 
     /// Queues `item` in `group`. True for the first call of a batch: the
     /// caller then schedules a flush ([`GATHER`] later) that calls [`Self::take`].
-    pub(super) fn push(&self, group: i64, item: T) -> bool {
+    pub(crate) fn push(&self, group: i64, item: T) -> bool {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -39,36 +41,36 @@ impl<T> Gather<T> {
     }
 
     /// Takes the batch: calls queued from now on start the next one.
-    pub(super) fn take(&self) -> BTreeMap<i64, Vec<T>> {
+    pub(crate) fn take(&self) -> BTreeMap<i64, Vec<T>> {
         self.scheduled.store(false, Ordering::Release);
         std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
-/// One statement written for many calls at once, every call answered with
-/// the statement's outcome (member heartbeats, reaps).
-pub(super) trait Statement: Send + Sync + 'static {
+/// One statement written for many calls at once, each call answered with its
+/// own part of the outcome.
+pub(crate) trait Statement: Send + Sync + 'static {
     /// What one call contributes.
     type Item: Send + 'static;
-    /// What every call of one statement is answered.
-    type Answer: Clone + Send + 'static;
+    /// What one call is answered.
+    type Answer: Send + 'static;
     /// Items per statement.
     const CHUNK: usize;
     /// The calls, for the error when a batch is abandoned.
     const WHAT: &'static str;
-    /// Sends one statement for `items` (all of one group); `Err` is the
-    /// error's text, already explained.
+    /// Sends one statement for `items` (all of one group) and answers each,
+    /// in order; `Err` is the error's text, already explained, for all.
     fn send(
         &self,
         group: i64,
         items: Vec<&Self::Item>,
-    ) -> impl std::future::Future<Output = std::result::Result<Self::Answer, String>> + Send;
+    ) -> impl std::future::Future<Output = std::result::Result<Vec<Self::Answer>, String>> + Send;
 }
 
 type Reply<A> = tokio::sync::oneshot::Sender<std::result::Result<A, String>>;
 
 /// Gathers the calls of a [`Statement`] and sends them together.
-pub(super) struct Batched<S: Statement> {
+pub(crate) struct Batched<S: Statement> {
     statement: S,
     queue: Gather<(S::Item, Reply<S::Answer>)>,
     sent: std::sync::atomic::AtomicU64,
@@ -83,7 +85,7 @@ impl<S: Statement> std::fmt::Debug for Batched<S> {
 
 impl<S: Statement> Batched<S> {
     /// `store` describes the store (redacted) for errors.
-    pub(super) fn new(statement: S, store: String) -> std::sync::Arc<Self> {
+    pub(crate) fn new(statement: S, store: String) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             statement,
             queue: Gather::new(),
@@ -93,12 +95,35 @@ impl<S: Statement> Batched<S> {
     }
 
     /// Statements sent so far.
-    pub(super) fn statements(&self) -> u64 {
+    pub(crate) fn statements(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 
+    /// Sends `item` alone, now, without waiting for others: for a caller on
+    /// a path where the gathering delay would cost (a follower's read).
+    pub(crate) async fn send_now(
+        &self,
+        group: i64,
+        item: &S::Item,
+    ) -> crate::error::Result<S::Answer> {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.statement
+            .send(group, vec![item])
+            .await
+            .and_then(|a| {
+                a.into_iter()
+                    .next()
+                    .ok_or_else(|| format!("{} answered nothing", S::WHAT))
+            })
+            .map_err(|reason| crate::error::Error::Unavailable {
+                source: None,
+                store: self.store.clone(),
+                reason,
+            })
+    }
+
     /// Queues `item` in `group` and waits for the statement it joins.
-    pub(super) async fn call(
+    pub(crate) async fn call(
         self: &std::sync::Arc<Self>,
         group: i64,
         item: S::Item,
@@ -129,12 +154,26 @@ impl<S: Statement> Batched<S> {
 
     async fn flush(&self, group: i64, pending: Vec<(S::Item, Reply<S::Answer>)>) {
         self.sent.fetch_add(1, Ordering::Relaxed);
-        let answer = self
+        let n = pending.len();
+        let answers = self
             .statement
             .send(group, pending.iter().map(|(item, _)| item).collect())
-            .await;
-        for (_, reply) in pending {
-            let _ = reply.send(answer.clone());
+            .await
+            .and_then(|a| match a.len() {
+                len if len == n => Ok(a),
+                len => Err(format!("{} batch answered {len} of {n} calls", S::WHAT)),
+            });
+        match answers {
+            Ok(answers) => {
+                for ((_, reply), answer) in pending.into_iter().zip(answers) {
+                    let _ = reply.send(Ok(answer));
+                }
+            }
+            Err(e) => {
+                for (_, reply) in pending {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
         }
     }
 }
