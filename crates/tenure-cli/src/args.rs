@@ -164,9 +164,12 @@ pub struct RunArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Only this namespace.
+    /// Only this namespace (with --election: the election's, default "default").
     #[arg(long)]
     pub namespace: Option<String>,
+    /// Only this election; exits 1 if it was never acquired.
+    #[arg(long)]
+    pub election: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

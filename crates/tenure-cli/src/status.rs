@@ -9,8 +9,31 @@ use crate::args::StatusArgs;
 use crate::failure::Failure;
 
 pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
+    let key = match &a.election {
+        Some(election) => {
+            let namespace = a.namespace.as_deref().unwrap_or("default");
+            tenure::validate_name("election", election)?;
+            tenure::validate_name("namespace", namespace)?;
+            Some(tenure::store::ElectionKey::new(
+                namespace,
+                election.as_str(),
+            ))
+        }
+        None => None,
+    };
     let store = a.store.connect().await?;
-    let records = store.list(a.namespace.as_deref()).await?;
+    let records = match &key {
+        Some(key) => match store.read(key).await? {
+            Some(r) => vec![r],
+            None => {
+                return Err(Failure::Runtime(format!(
+                    "no election {key} in {}: it was never acquired (`tenure status` lists them)",
+                    store.describe()
+                )))
+            }
+        },
+        None => store.list(a.namespace.as_deref()).await?,
+    };
     let mut members = Vec::new();
     let mut histories = Vec::new();
     for r in &records {

@@ -996,3 +996,58 @@ fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
         }
     }
 }
+
+#[tokio::test]
+async fn status_shows_one_election_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = tenure::store::connect(&url, &Default::default())
+        .await
+        .unwrap();
+    for election in ["alpha", "beta"] {
+        let claim = tenure::store::Claim {
+            key: tenure::store::ElectionKey::new("default", election),
+            holder: format!("{election}-holder#1"),
+            metadata: String::new(),
+            ttl: std::time::Duration::from_secs(60),
+        };
+        store.try_acquire(&claim).await.unwrap();
+    }
+    let out = tenure(
+        dir.path(),
+        &["status", "--store", &url, "--election", "alpha"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("alpha-holder"), "{}", text(&out));
+    assert!(!text(&out).contains("beta"), "{}", text(&out));
+    let out = tenure(
+        dir.path(),
+        &["status", "--store", &url, "--election", "beta", "--json"],
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    // Unknown: exit 1, named; a bad name: a usage error, exit 2.
+    assert_fails(
+        &["status", "--store", &url, "--election", "gamma"],
+        1,
+        &["no election default/gamma", "tenure status"],
+    );
+    assert_fails(
+        &[
+            "status",
+            "--store",
+            &url,
+            "--namespace",
+            "other",
+            "--election",
+            "alpha",
+        ],
+        1,
+        &["no election other/alpha"],
+    );
+    assert_fails(
+        &["status", "--store", &url, "--election", "a\nb"],
+        2,
+        &["election", "control"],
+    );
+}

@@ -315,8 +315,13 @@ impl Campaign {
             // follower reads once per lease lifetime and makes no other request.
             let store = self.store.clone();
             let key = self.config.key.clone();
-            let fused =
-                !std::mem::take(&mut self.woken_by_push) && !self.shared.membership_paused();
+            // Not before the membership task registered us: a heartbeat can be
+            // slow (etcd's: a process-lease round, a read and a transaction),
+            // and electors starting together must not wait for theirs to read
+            // and acquire.
+            let fused = !std::mem::take(&mut self.woken_by_push)
+                && !self.shared.membership_paused()
+                && self.shared.heartbeat_age() != Duration::MAX;
             let member = fused.then(|| self.member());
             let member_ttl = self.timing().member_ttl;
             let sent = self.now();
@@ -954,9 +959,18 @@ impl Drop for Closed {
 /// resignation.
 async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing: Timing) {
     loop {
+        // The first registration goes at once; later ones when due.
+        if !shared.membership_paused() && timing.heartbeat_due(shared.heartbeat_age()) {
+            let sent = shared.clock.now();
+            let heartbeat = store.heartbeat(&member, timing.member_ttl);
+            match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
+                Ok(Ok(())) => shared.heartbeat_sent(sent),
+                Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
+                Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
+            }
+        }
         // On a grid: the due heartbeats of all this process's elections go
-        // at the same instants, and the store batches them. The first check
-        // waits for a tick: the campaign's first read registers at once.
+        // at the same instants, and the store batches them.
         let next = timing.next_heartbeat(shared.clock.now());
         let paused_until = Duration::from_nanos(
             shared
@@ -970,15 +984,5 @@ async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing
             next
         };
         shared.clock.sleep_until(wake).await;
-        if shared.membership_paused() || !timing.heartbeat_due(shared.heartbeat_age()) {
-            continue;
-        }
-        let sent = shared.clock.now();
-        let heartbeat = store.heartbeat(&member, timing.member_ttl);
-        match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
-            Ok(Ok(())) => shared.heartbeat_sent(sent),
-            Ok(Err(e)) => tracing::debug!(election = %member.key, "heartbeat failed: {e}"),
-            Err(_) => tracing::debug!(election = %member.key, "heartbeat timed out"),
-        }
     }
 }

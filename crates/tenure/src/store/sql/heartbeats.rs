@@ -13,9 +13,9 @@ use sqlx::AnyPool;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
-use super::statements::sent;
+use super::statements::{bind_member, sent};
 use crate::store::gather::{Batched, Statement};
-use crate::store::{identity_of, Member};
+use crate::store::Member;
 
 /// The multi-row upsert of members' heartbeats; the group is the TTL in µs.
 pub(super) struct Heartbeats {
@@ -64,14 +64,7 @@ impl Statement for Heartbeats {
         let sql = sent(self.dialect, &sql);
         let mut q = sqlx::query(&sql);
         for m in &rows {
-            q = q
-                .bind(m.key.namespace.as_str())
-                .bind(m.key.election.as_str())
-                .bind(m.holder.as_str())
-                .bind(identity_of(&m.holder))
-                .bind(m.metadata.as_str())
-                .bind(i64::from(m.priority))
-                .bind(ttl_us);
+            q = bind_member(q, m, ttl_us);
         }
         q.execute(&self.pool)
             .await

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::dialect::Dialect;
-use crate::store::Tenure;
+use crate::store::{Member, Tenure};
 
 /// The columns every lease read returns, in the order [`decode_record`](super::decode::decode_record) expects.
 const RECORD_COLUMNS: &str = "namespace, election, holder, metadata, term, version, ttl_us, \
@@ -164,6 +164,20 @@ pub(super) fn term_i64(term: u64) -> i64 {
 
 /// A statement with its arguments bound so far.
 pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds one member's registration (namespace, election, holder, identity,
+/// metadata, priority, registration TTL in µs), in the order
+/// `Dialect::upsert_members` lists them.
+pub(super) fn bind_member<'q>(query: Query<'q>, member: &'q Member, ttl_us: i64) -> Query<'q> {
+    query
+        .bind(member.key.namespace.as_str())
+        .bind(member.key.election.as_str())
+        .bind(member.holder.as_str())
+        .bind(crate::store::identity_of(&member.holder))
+        .bind(member.metadata.as_str())
+        .bind(i64::from(member.priority))
+        .bind(ttl_us)
+}
 
 /// Binds the four values that name one tenure (namespace, election, holder,
 /// term), in the order every statement that checks a tenure lists them.

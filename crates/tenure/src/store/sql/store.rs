@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::after::AfterJob;
 use super::decode::{decode_history, decode_member, decode_record};
-use super::statements::{bind_tenure, duration_us, sent};
+use super::statements::{bind_member, bind_tenure, duration_us, sent};
 use super::SqlStore;
 use crate::error::Result;
 use crate::store::{
@@ -43,14 +43,8 @@ impl SqlStore {
             .bind(claim.key.election.as_str())
             .bind(identity_of(&claim.holder));
         if self.dialect.has_update_returning() {
-            let row = q
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|e| self.wrap(e))?;
-            return row
-                .map(|r| decode_record(&r))
-                .transpose()
-                .map_err(|e| self.wrap(e));
+            let row = q.fetch_optional(&mut *conn).await;
+            return self.record(row);
         }
         let done = q.execute(&mut *conn).await.map_err(|e| self.wrap(e))?;
         if done.rows_affected() == 0 {
@@ -73,9 +67,17 @@ impl SqlStore {
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
             .fetch_optional(conn)
-            .await
-            .map_err(|e| self.wrap(e))?;
-        row.map(|r| decode_record(&r))
+            .await;
+        self.record(row)
+    }
+
+    /// The lease record in a statement's answer, if any.
+    fn record(
+        &self,
+        row: std::result::Result<Option<sqlx::any::AnyRow>, sqlx::Error>,
+    ) -> Result<Option<LeaseRecord>> {
+        row.map_err(|e| self.wrap(e))?
+            .map(|r| decode_record(&r))
             .transpose()
             .map_err(|e| self.wrap(e))
     }
@@ -234,23 +236,13 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
     ) -> Result<Option<LeaseRecord>> {
         if let Some(sql) = &self.statements.heartbeat_and_read {
-            let row = sqlx::query(&sent(self.dialect, sql))
-                .bind(member.key.namespace.as_str())
-                .bind(member.key.election.as_str())
-                .bind(member.holder.as_str())
-                .bind(identity_of(&member.holder))
-                .bind(member.metadata.as_str())
-                .bind(i64::from(member.priority))
-                .bind(duration_us(ttl))
+            let sql = sent(self.dialect, sql);
+            let row = bind_member(sqlx::query(&sql), member, duration_us(ttl))
                 .bind(member.key.namespace.as_str())
                 .bind(member.key.election.as_str())
                 .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| self.wrap(e))?;
-            return row
-                .map(|r| decode_record(&r))
-                .transpose()
-                .map_err(|e| self.wrap(e));
+                .await;
+            return self.record(row);
         }
         // Elsewhere two statements side by side on two pooled connections:
         // the read must not wait for the heartbeat batch (up to `GATHER`
