@@ -51,7 +51,8 @@ pub(crate) struct Campaign {
     /// The term of the last lease seen free, and when (local clock) this
     /// follower first saw it free: the succession grace counts from then.
     free_since: Option<(u64, Duration)>,
-    /// When (local clock) this candidate last reaped lapsed members as leader.
+    /// When (local clock) this candidate last reaped lapsed members as leader
+    /// (or first led).
     reaped_at: Option<Duration>,
     /// Whether the last wait ended with a pushed change: the read that
     /// follows is on a hand-over's path, so it carries no heartbeat (SQL
@@ -729,10 +730,11 @@ impl Campaign {
                     deadline = self.timing().deadline(t0, self.rtt);
                     self.shared.lead(tenure.term, deadline);
                     next_renew = self.timing().next_renewal(t0);
-                    if self
-                        .reaped_at
-                        .is_none_or(|at| t0.saturating_sub(at) >= self.timing().reap_period)
-                    {
+                    // Counted from the first time this candidate led: a
+                    // thousand electors that just acquired do not all reap at
+                    // their first renewal.
+                    let reaped_at = *self.reaped_at.get_or_insert(led_since);
+                    if t0.saturating_sub(reaped_at) >= self.timing().reap_period {
                         // Dead members are reaped by the leader, rarely (readers
                         // skip lapsed ones anyway): bookkeeping, so off the
                         // leader's path (a slow reap must not delay a shutdown
