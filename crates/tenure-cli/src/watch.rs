@@ -48,8 +48,8 @@ pub async fn watch(a: WatchArgs) -> Result<u8, Failure> {
         } else {
             match &change {
                 Change::Leader {
-                    key, holder, term, ..
-                } => format!("{at}  {key}  leader {holder} (term {term})"),
+                    key, leader, term, ..
+                } => format!("{at}  {key}  leader {leader} (term {term})"),
                 Change::NoLeader { key, last_term } => {
                     format!("{at}  {key}  no leader (last term {last_term})")
                 }

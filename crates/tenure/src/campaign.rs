@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, Timing};
 use crate::error::{Error, Result};
+use crate::events::StopReason;
 use crate::leadership::{Shared, State};
 use crate::store::{
     changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
@@ -238,7 +239,7 @@ impl Campaign {
                 let result = if self.config.release_on_shutdown {
                     self.step_down_and_release(tenure, "shutting down").await
                 } else {
-                    self.shared.end();
+                    self.shared.end_as(StopReason::Abandoned);
                     Ok(())
                 };
                 let _ = reply.send(result);
@@ -872,7 +873,10 @@ impl Campaign {
         window: Duration,
         reason: HandoverReason,
     ) -> Result<()> {
-        self.shared.end();
+        self.shared.end_as(match reason {
+            HandoverReason::Preempt => StopReason::Preempted,
+            _ => StopReason::Released,
+        });
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {reason}");
         let timeout = self.timing().handover_timeout;
         let handed =
@@ -893,7 +897,7 @@ impl Campaign {
 
     /// Steps down after the deadline passed and frees the old lease if we can.
     async fn lost(&mut self, tenure: &Tenure, why: &str) -> Next {
-        self.shared.end();
+        self.shared.end_as(StopReason::Expired);
         tracing::warn!(election = %self.config.key, term = tenure.term, "leadership lost: {why}");
         // The release names our term, so it can never touch a successor's lease.
         let store = self.store.clone();
@@ -918,7 +922,7 @@ impl Campaign {
 
     /// Local step-down first (no one acts as leader after this), then release.
     async fn step_down_and_release(&mut self, tenure: &Tenure, why: &str) -> Result<()> {
-        self.shared.end();
+        self.shared.end_as(StopReason::Released);
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {why}");
         let timeout = self.timing().release_timeout;
         let released = tokio::time::timeout(timeout, self.store.release(tenure)).await;

@@ -1,7 +1,7 @@
 //! Local clocks for the leader's own deadline.
 //!
 //! A leader believes it leads until a local deadline computed from an instant taken
-//! *before* it sent the successful acquire or renew (DESIGN rule 3). That instant
+//! *before* it sent the successful acquire or renew (the design's rule 3: a leader's belief is local and conservative). That instant
 //! must come from a clock that keeps counting while the machine is suspended, or a
 //! laptop lid or a frozen VM would stretch the belief past the lease:
 //! [`BootClock`] reads Linux `CLOCK_BOOTTIME`. Tests use [`ManualClock`], which

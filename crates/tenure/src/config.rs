@@ -278,7 +278,7 @@ impl Timing {
         }
     }
 
-    /// The local deadline for a write sent at `t0` (DESIGN rule 3):
+    /// The local deadline for a write sent at `t0` (a conservative local belief):
     /// `t0 + ttl * (1 - drift) - margin`, where the margin is twice the
     /// observed round trip `rtt`, at least `min_margin`, at most ttl/4.
     pub(crate) fn deadline(&self, t0: Duration, rtt: Duration) -> Duration {

@@ -5,13 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::campaign::{Campaign, Command};
 use crate::clock::{BootClock, SharedClock};
 use crate::config::{Config, Request};
 use crate::error::{Error, Result};
+use crate::events::{Event, Events, Hooks};
 use crate::leadership::{Leadership, Shared, State};
 use crate::store::{DynStore, ElectionKey, LeaseStore};
 
@@ -25,6 +26,7 @@ pub struct ElectorBuilder {
     store: DynStore,
     clock: SharedClock,
     request: Request,
+    hooks: Hooks,
 }
 
 impl ElectorBuilder {
@@ -115,6 +117,33 @@ impl ElectorBuilder {
         self
     }
 
+    /// Calls `hook` with every [`Event`]: started leading, stopped leading
+    /// (with the [reason](crate::StopReason)), a new leader seen. Hooks run
+    /// in the elector's task, in order, right after the change: keep them
+    /// short and non-blocking (send to a channel or spawn a task for
+    /// anything slow). For a stream instead, see [`Elector::events`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::{Elector, Event};
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = Elector::builder(store)
+    ///     .election("billing")
+    ///     .on_event(|event| match event {
+    ///         Event::StartedLeading { term } => println!("leading under term {term}"),
+    ///         Event::StoppedLeading { term, reason } => println!("term {term} over: {reason}"),
+    ///         Event::NewLeader { leader, .. } => println!("{leader} leads"),
+    ///         _ => {}
+    ///     })
+    ///     .build()?;
+    /// # elector.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.hooks.0.push(Arc::new(hook));
+        self
+    }
+
     /// The local clock for deadlines (default: [`BootClock`]). Tests pass a
     /// [`ManualClock`](crate::clock::ManualClock).
     pub fn clock(mut self, clock: SharedClock) -> Self {
@@ -146,16 +175,19 @@ impl ElectorBuilder {
             self.clock.clone(),
             config.key.clone(),
             config.holder.clone(),
+            Events::new(self.hooks),
         ));
         let (tx, rx) = mpsc::unbounded_channel();
         let campaign = Campaign::new(config.clone(), self.store.clone(), shared.clone(), rx);
         let task = runtime.spawn(campaign.run());
         Ok(Elector {
-            shared,
-            config,
-            store: self.store,
-            commands: tx,
-            task: Mutex::new(Some(task)),
+            inner: Arc::new(Inner {
+                shared,
+                config,
+                store: self.store,
+                commands: tx,
+                task: Mutex::new(Some(task)),
+            }),
         })
     }
 }
@@ -163,8 +195,10 @@ impl ElectorBuilder {
 /// One candidate in one election.
 ///
 /// Built by [`Elector::builder`]; campaigns in a background task from `build()`
-/// until [`shutdown`](Elector::shutdown) (or drop, which also releases, without
-/// waiting).
+/// until [`shutdown`](Elector::shutdown), or until its last clone is dropped
+/// (which also releases, without waiting). An `Elector` is a handle: clone it
+/// into the task that runs the work and the one that waits for a signal; every
+/// clone speaks for the same candidate.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
@@ -174,6 +208,7 @@ impl ElectorBuilder {
 ///     .election("billing-cron")
 ///     .ttl(Duration::from_secs(2))
 ///     .build()?;
+/// let handle = elector.clone(); // e.g. for a signal handler
 /// let term = elector
 ///     .run(|leadership| async move {
 ///         // Leader-only work; cancelled if leadership is lost.
@@ -181,11 +216,18 @@ impl ElectorBuilder {
 ///     })
 ///     .await?;
 /// assert_eq!(term, 1);
-/// elector.shutdown().await?;
+/// handle.shutdown().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Elector {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of an [`Elector`] shares; dropping the last one stops
+/// the campaign.
+#[derive(Debug)]
+struct Inner {
     shared: Arc<Shared>,
     config: Arc<Config>,
     store: DynStore,
@@ -200,68 +242,94 @@ impl Elector {
             store: store.into().0,
             clock: Arc::new(BootClock),
             request: Request::default(),
+            hooks: Hooks::default(),
         }
     }
 
     /// True while this candidate leads and its local deadline has not passed.
     /// Costs one atomic load and one clock read; call it as often as you like.
     pub fn is_leader(&self) -> bool {
-        self.shared.is_leader()
+        self.inner.shared.is_leader()
     }
 
     /// The current term if leading.
     pub fn term(&self) -> Option<u64> {
         self.is_leader()
-            .then(|| self.shared.term.load(Ordering::Acquire))
+            .then(|| self.inner.shared.term.load(Ordering::Acquire))
     }
 
     /// This candidate's holder id, `identity#session`.
     pub fn holder_id(&self) -> &str {
-        &self.config.holder
+        &self.inner.config.holder
     }
 
     /// The identity part of the holder id.
     pub fn identity(&self) -> &str {
-        &self.config.identity
+        &self.inner.config.identity
     }
 
     /// The election this elector campaigns in.
     pub fn election(&self) -> &ElectionKey {
-        &self.config.key
+        &self.inner.config.key
     }
 
     /// The lease TTL.
     pub fn ttl(&self) -> Duration {
-        self.config.timing.ttl
+        self.inner.config.timing.ttl
     }
 
     /// The store this elector uses.
     pub fn store(&self) -> &DynStore {
-        &self.store
+        &self.inner.store
     }
 
     /// A receiver of this elector's [`State`], updated on every change.
     pub fn leadership(&self) -> watch::Receiver<State> {
-        self.shared.state.subscribe()
+        self.inner.shared.state.subscribe()
+    }
+
+    /// A stream of this elector's [`Event`]s from now on: started leading,
+    /// stopped leading (with the [reason](crate::StopReason)), a new leader
+    /// seen. A receiver that falls more than 256 events behind gets
+    /// `RecvError::Lagged` and then the newest ones; for every event without
+    /// fail, use [`ElectorBuilder::on_event`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::{Event, StopReason};
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = tenure::Elector::builder(store).election("billing").build()?;
+    /// let mut events = elector.events();
+    /// let term = elector.acquired().await?.term();
+    /// elector.shutdown().await?;
+    /// let mut seen = Vec::new();
+    /// while let Ok(event) = events.try_recv() {
+    ///     seen.push(event);
+    /// }
+    /// assert_eq!(seen.last(), Some(&Event::StoppedLeading { term, reason: StopReason::Released }));
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.shared.events.subscribe()
     }
 
     /// The current tenure, if leading.
     pub fn current(&self) -> Option<Leadership> {
-        self.shared.leadership()
+        self.inner.shared.leadership()
     }
 
     /// Waits until this candidate leads. Errors with [`Error::Shutdown`] once the
     /// elector has shut down.
     pub async fn acquired(&self) -> Result<Leadership> {
-        let mut rx = self.shared.current.subscribe();
+        let mut rx = self.inner.shared.current.subscribe();
         loop {
             // Mark the current value seen before deciding from it, so a change
             // published in between wakes the wait below.
             rx.borrow_and_update();
-            if self.shared.closed.load(Ordering::Acquire) {
+            if self.inner.shared.closed.load(Ordering::Acquire) {
                 return Err(Error::Shutdown);
             }
-            if let Some(l) = self.shared.leadership() {
+            if let Some(l) = self.inner.shared.leadership() {
                 return Ok(l);
             }
             if rx.changed().await.is_err() {
@@ -271,11 +339,32 @@ impl Elector {
     }
 
     /// Runs `work` each time this candidate becomes leader, cancelling it (by
-    /// dropping its future) as soon as leadership is lost, and returns the first
-    /// output of a run that finishes while still leading.
+    /// dropping its future) as soon as leadership is lost, and returns the
+    /// output of the first run that finishes while still leading.
     ///
-    /// Leadership continues after `work` returns; call [`shutdown`](Self::shutdown)
-    /// or [`resign`](Self::resign) to give it up.
+    /// When `work` finishes, this candidate **resigns**: a leader whose work
+    /// is over (done, or failed with an `Err` output) must not sit on the
+    /// lease, so it is released and another candidate takes over at once.
+    /// The elector keeps campaigning as a follower until
+    /// [`shutdown`](Self::shutdown); a work future that panics resigns the
+    /// same way. To keep leading, do not return from `work`. To stop at a
+    /// signal, see [`run_until`](Self::run_until).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = tenure::Elector::builder(store).election("import").build()?;
+    /// let imported: Result<u64, String> = elector
+    ///     .run(|leadership| async move {
+    ///         // Leader-only work under `leadership.term()`; an `Err` resigns too.
+    ///         Ok(leadership.term())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(imported, Ok(1));
+    /// assert!(!elector.is_leader()); // resigned: a successor may take over
+    /// elector.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn run<F, Fut, T>(&self, mut work: F) -> Result<T>
     where
         F: FnMut(Leadership) -> Fut,
@@ -284,12 +373,66 @@ impl Elector {
         loop {
             let leadership = self.acquired().await?;
             let fut = work(leadership.clone());
+            let _resign_on_panic = ResignOnPanic(self);
             tokio::select! {
                 biased;
                 _ = leadership.lost() => {
-                    tracing::info!(election = %self.config.key, term = leadership.term(), "leadership lost; work cancelled");
+                    tracing::info!(target: "tenure::elector", election = %self.inner.config.key, term = leadership.term(), "leadership lost; work cancelled");
                 }
-                out = fut => return Ok(out),
+                out = fut => {
+                    self.resign_term(leadership.term()).await;
+                    return Ok(out);
+                }
+            }
+        }
+    }
+
+    /// Like [`run`](Self::run), and stops when `stop` resolves (a signal, a
+    /// cancellation token): the work is cancelled. Either way, when the work
+    /// finished or `stop` fired, the elector is [shut down](Self::shutdown)
+    /// (the lease released, the history written) before this returns.
+    /// Returns the work's output, or `None` if `stop` came first.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let store = tenure::store::connect("memory://", &Default::default()).await?;
+    /// let elector = tenure::Elector::builder(store).election("billing").build()?;
+    /// // In a service: `tokio::signal::ctrl_c()` instead of a timer.
+    /// let stop = tokio::time::sleep(std::time::Duration::from_millis(50));
+    /// let out = elector
+    ///     .run_until(stop, |_leadership| std::future::pending::<()>())
+    ///     .await?;
+    /// assert_eq!(out, None); // stopped, released, shut down
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until<S, F, Fut, T>(&self, stop: S, work: F) -> Result<Option<T>>
+    where
+        S: Future,
+        F: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let out = tokio::select! {
+            biased;
+            _ = stop => None,
+            out = self.run(work) => Some(out),
+        };
+        let shut = self.shutdown().await;
+        match out {
+            Some(Err(e)) => Err(e),
+            Some(Ok(out)) => shut.map(|()| Some(out)),
+            None => shut.map(|()| None),
+        }
+    }
+
+    /// Resigns if still leading under `term` (not a later tenure of ours).
+    async fn resign_term(&self, term: u64) {
+        if self.term() != Some(term) {
+            return;
+        }
+        match self.resign().await {
+            Ok(()) | Err(Error::NotLeader { .. }) | Err(Error::Shutdown) => {}
+            Err(e) => {
+                tracing::warn!(target: "tenure::elector", election = %self.inner.config.key, term, "resigning after the work finished: {e}")
             }
         }
     }
@@ -299,7 +442,8 @@ impl Elector {
     /// [`Error::NotLeader`] if not leading.
     pub async fn resign(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.commands
+        self.inner
+            .commands
             .send(Command::Resign(tx))
             .map_err(|_| Error::Shutdown)?;
         rx.await.map_err(|_| Error::Shutdown)?
@@ -307,7 +451,7 @@ impl Elector {
 
     /// The members of this election, best successor first.
     pub async fn members(&self) -> Result<Vec<crate::store::MemberRecord>> {
-        self.store.members(&self.config.key).await
+        self.inner.store.members(&self.inner.config.key).await
     }
 
     /// Hands leadership to the live member with `identity`: steps down, then
@@ -315,9 +459,10 @@ impl Elector {
     /// [`Error::NotLeader`] if not leading and [`Error::InvalidConfig`] if no
     /// live member has that identity.
     pub async fn transfer(&self, identity: &str) -> Result<()> {
-        crate::handover::check_target(&self.store, &self.config.key, identity).await?;
+        crate::handover::check_target(&self.inner.store, &self.inner.config.key, identity).await?;
         let (tx, rx) = oneshot::channel();
-        self.commands
+        self.inner
+            .commands
             .send(Command::Transfer(identity.to_string(), tx))
             .map_err(|_| Error::Shutdown)?;
         rx.await.map_err(|_| Error::Shutdown)?
@@ -327,26 +472,43 @@ impl Elector {
     /// the lease so a successor can take over at once.
     pub async fn shutdown(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        let result = match self.commands.send(Command::Shutdown(tx)) {
+        let result = match self.inner.commands.send(Command::Shutdown(tx)) {
             Ok(()) => rx.await.unwrap_or(Ok(())),
             Err(_) => Ok(()),
         };
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let task = self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(task) = task {
             let _ = task.await;
         }
         // What the release queued (its history entry, a notification) must
         // be written before a process that exits next loses it. Bounded: the
         // history is for people, not for safety.
-        let flush = tokio::time::timeout(SHUTDOWN_FLUSH_TIMEOUT, self.store.flush()).await;
+        let flush = tokio::time::timeout(SHUTDOWN_FLUSH_TIMEOUT, self.inner.store.flush()).await;
         if !matches!(flush, Ok(Ok(()))) {
-            tracing::warn!(election = %self.config.key, "the store's history/notification queue was not flushed in time at shutdown");
+            tracing::warn!(election = %self.inner.config.key, "the store's history/notification queue was not flushed in time at shutdown");
         }
         result
     }
 }
 
-impl Drop for Elector {
+/// Resigns (without waiting) if the work future of [`Elector::run`] unwinds.
+struct ResignOnPanic<'a>(&'a Elector);
+
+impl Drop for ResignOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let (tx, _rx) = oneshot::channel();
+            let _ = self.0.inner.commands.send(Command::Resign(tx));
+        }
+    }
+}
+
+impl Drop for Inner {
     fn drop(&mut self) {
         // Best effort: the campaign task releases the lease on its own.
         let (tx, _rx) = oneshot::channel();
@@ -354,20 +516,40 @@ impl Drop for Elector {
     }
 }
 
-/// Anything [`Elector::builder`] accepts as a store: an `Arc<dyn LeaseStore>` or
-/// any concrete store.
+/// Anything [`Elector::builder`] accepts as a store: what
+/// [`store::connect`](crate::store::connect) returns (a [`DynStore`]), a
+/// concrete store such as [`SqlStore`](crate::store::sql::SqlStore), or an
+/// `Arc` of one.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::sync::Arc;
+/// use tenure::{store::memory::MemoryStore, Elector};
+/// let by_url = tenure::store::connect("memory://", &Default::default()).await?;
+/// let a = Elector::builder(by_url.clone()).election("a").build()?;
+/// let b = Elector::builder(MemoryStore::new()).election("b").build()?;
+/// let c = Elector::builder(Arc::new(MemoryStore::new())).election("c").build()?;
+/// # for e in [a, b, c] { e.shutdown().await?; }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct DynStoreArg(DynStore);
 
-impl From<DynStore> for DynStoreArg {
-    fn from(s: DynStore) -> Self {
-        Self(s)
-    }
-}
-
-impl<S: LeaseStore> From<Arc<S>> for DynStoreArg {
-    fn from(s: Arc<S>) -> Self {
-        Self(s)
+impl<S: LeaseStore> From<S> for DynStoreArg {
+    fn from(store: S) -> Self {
+        // A `DynStore` is used as it is, not wrapped in another `Arc`.
+        let mut slot = Some(store);
+        if let Some(dynamic) =
+            (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<DynStore>>()
+        {
+            if let Some(store) = dynamic.take() {
+                return Self(store);
+            }
+        }
+        match slot {
+            Some(store) => Self(Arc::new(store)),
+            None => unreachable!("taken only when it was a DynStore"),
+        }
     }
 }
 

@@ -122,6 +122,26 @@ pub enum Error {
         election: String,
     },
 
+    /// The leader's own work inside a fenced write failed (an application
+    /// statement of a [fenced transaction](crate::store::sql::SqlStore::fenced)).
+    /// The work was rolled back.
+    #[error("fenced work failed: {source}")]
+    Work {
+        /// The application's error, e.g. the `sqlx::Error` of its statement.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The store cannot do what was asked (e.g. fenced transactions on a
+    /// store that has none); the message names what to use instead.
+    #[error("store {store} does not support {what}")]
+    Unsupported {
+        /// The store, described without secrets.
+        store: String,
+        /// What it lacks, and what to use instead.
+        what: String,
+    },
+
     /// The elector has been shut down.
     #[error("the elector has been shut down")]
     Shutdown,
@@ -182,6 +202,16 @@ impl Error {
         Error::InvalidConfig {
             field,
             reason: reason.into(),
+        }
+    }
+}
+
+/// Lets `?` pass an application statement's error out of fenced work
+/// ([`SqlStore::fenced`](crate::store::sql::SqlStore::fenced)) as [`Error::Work`].
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Work {
+            source: Box::new(e),
         }
     }
 }

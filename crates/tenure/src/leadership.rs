@@ -7,6 +7,13 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::error::Error;
+use crate::events::{Event, Events, StopReason};
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::store::sql::{FencedTransaction, SqlStore};
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+use crate::store::LeaseStore;
 use crate::store::{ElectionKey, Tenure};
 
 /// Where an elector stands, as published by [`Elector::leadership`](crate::Elector::leadership).
@@ -18,7 +25,8 @@ pub enum State {
     NoLeader,
     /// Another candidate leads.
     Following {
-        /// The leader's holder id (`identity#session`).
+        /// The leader's holder id (`identity#session`), as
+        /// [`Elector::holder_id`](crate::Elector::holder_id) names it.
         leader: String,
         /// The leader's term.
         term: u64,
@@ -57,10 +65,16 @@ pub(crate) struct Shared {
     pub clock: SharedClock,
     pub key: ElectionKey,
     pub holder: String,
+    pub events: Events,
 }
 
 impl Shared {
-    pub(crate) fn new(clock: SharedClock, key: ElectionKey, holder: String) -> Self {
+    pub(crate) fn new(
+        clock: SharedClock,
+        key: ElectionKey,
+        holder: String,
+        events: Events,
+    ) -> Self {
         Self {
             deadline_ns: AtomicU64::new(0),
             term: AtomicU64::new(0),
@@ -72,6 +86,7 @@ impl Shared {
             clock,
             key,
             holder,
+            events,
         }
     }
 
@@ -88,21 +103,38 @@ impl Shared {
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
         self.current.send_replace(Some(Current { term, deadline }));
-        self.state
+        let started = self
+            .state
             .send_if_modified(|s| replace_if_changed(s, State::Leading { term }));
+        if started {
+            self.events.leader_seen(&self.holder, term);
+            self.events.emit(Event::StartedLeading { term });
+        }
     }
 
-    /// Ends the tenure locally: first the cheap flag, then the watchers.
+    /// Ends the tenure locally because the store no longer has it (or for an
+    /// unknown reason); see [`Self::end_as`].
     pub(crate) fn end(&self) {
+        self.end_as(StopReason::Lost)
+    }
+
+    /// Ends the tenure locally: first the cheap flag, then the watchers, then
+    /// the event saying why.
+    pub(crate) fn end_as(&self, reason: StopReason) {
         self.deadline_ns.store(0, Ordering::Release);
         self.current.send_replace(None);
+        let mut ended = None;
         self.state.send_if_modified(|s| match s {
-            State::Leading { .. } => {
+            State::Leading { term } => {
+                ended = Some(*term);
                 *s = State::NoLeader;
                 true
             }
             _ => false,
         });
+        if let Some(term) = ended {
+            self.events.emit(Event::StoppedLeading { term, reason });
+        }
     }
 
     /// Keeps this candidate out of the member list until `until`; its
@@ -132,8 +164,16 @@ impl Shared {
     }
 
     pub(crate) fn publish(&self, state: State) {
-        self.state
+        let seen = match &state {
+            State::Following { leader, term } => Some((leader.clone(), *term)),
+            _ => None,
+        };
+        let changed = self
+            .state
             .send_if_modified(|s| replace_if_changed(s, state));
+        if let (true, Some((leader, term))) = (changed, seen) {
+            self.events.leader_seen(&leader, term);
+        }
     }
 
     pub(crate) fn leadership(&self) -> Option<Leadership> {
@@ -198,8 +238,9 @@ impl Leadership {
         &self.key
     }
 
-    /// This candidate's holder id.
-    pub fn holder(&self) -> &str {
+    /// This candidate's holder id (`identity#session`), as
+    /// [`Elector::holder_id`](crate::Elector::holder_id) names it.
+    pub fn holder_id(&self) -> &str {
         &self.holder
     }
 
@@ -257,6 +298,58 @@ impl Leadership {
     /// True while this tenure is current and before its deadline.
     pub fn is_valid(&self) -> bool {
         !self.remaining().is_zero()
+    }
+
+    /// Runs `work` in a database transaction fenced by this tenure's lease and
+    /// commits it: the safe way to write from a leader whose data lives in
+    /// the same SQL database as the lease. A paused leader that wakes after a
+    /// successor took over gets [`Error::NotLeader`](crate::Error::NotLeader)
+    /// and writes nothing; a takeover cannot commit while the work runs.
+    ///
+    /// `store` is the store the elector was built on, as
+    /// [`store::connect`](crate::store::connect) returned it or a
+    /// [`SqlStore`]; other stores give
+    /// [`Error::Unsupported`](crate::Error::Unsupported) (Redis and etcd have
+    /// fenced writes of their own: `RedisStore::fenced`, `EtcdStore::fenced_txn`).
+    /// See [`SqlStore::fenced`] for the transaction and errors.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: tenure::store::DynStore, elector: tenure::Elector) -> tenure::Result<()> {
+    /// let leadership = elector.acquired().await?;
+    /// let term = leadership.term() as i64;
+    /// leadership
+    ///     .fenced(&store, async |tx| {
+    ///         sqlx::query("INSERT INTO ledger (term, entry) VALUES (?, 'nightly')")
+    ///             .bind(term)
+    ///             .execute(tx.connection())
+    ///             .await?; // a sqlx::Error becomes tenure::Error::Work
+    ///         Ok(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres")))
+    )]
+    pub async fn fenced<S, T, F>(&self, store: &S, work: F) -> crate::Result<T>
+    where
+        S: LeaseStore + ?Sized,
+        F: AsyncFnOnce(&mut FencedTransaction) -> crate::Result<T>,
+    {
+        if !self.is_valid() {
+            return Err(Error::NotLeader {
+                election: self.key.to_string(),
+            });
+        }
+        let Some(sql) = store.as_any().and_then(|a| a.downcast_ref::<SqlStore>()) else {
+            return Err(Error::Unsupported {
+                store: store.describe(),
+                what: "fenced transactions (SQL stores only; on Redis use RedisStore::fenced, on etcd EtcdStore::fenced_txn)".into(),
+            });
+        };
+        sql.fenced(&self.tenure(), work).await
     }
 
     /// Resolves when this tenure ends: at the local deadline at the latest.

@@ -1,37 +1,216 @@
 //! Leader election for services that already run a database.
 //!
 //! N replicas of a service share one SQLite file, MySQL/MariaDB or PostgreSQL
-//! database; tenure makes exactly one of them the leader of each named election,
-//! hands it a fencing token (the [term](Leadership::term)), tells everyone when
-//! leadership moves, and moves it within the lease TTL when a leader dies, or
-//! within a poll period when it steps aside.
+//! database, a Redis, or an etcd cluster; tenure makes exactly one of them the
+//! leader of each named election, hands it a fencing token (the
+//! [term](Leadership::term), which strictly increases with every acquisition),
+//! tells everyone when leadership moves, moves it within the lease TTL when a
+//! leader dies, and within milliseconds when a leader steps aside (every store
+//! pushes the release to the followers).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
 //! use std::time::Duration;
-//! use tenure::{store, Elector, State};
+//! use tenure::{store, Elector, Event};
 //!
-//! // Any store URL works: sqlite://tenure.db, mysql://..., postgres://...
+//! // Any store URL: sqlite://tenure.db, postgres://..., mysql://..., redis://..., etcd://...
 //! let store = store::connect("memory://", &store::StoreOptions::default()).await?;
-//! let elector = Elector::builder(store)
+//! let elector = Elector::builder(store.clone())
 //!     .election("billing-cron")
 //!     .ttl(Duration::from_secs(10))
+//!     .on_event(|e| if let Event::StoppedLeading { reason, .. } = e { eprintln!("stopped leading: {reason}") })
 //!     .build()?;
 //!
-//! let mut states = elector.leadership();       // watch::Receiver<State>
-//! let leadership = elector.acquired().await?;  // waits until we lead
-//! assert!(elector.is_leader());                // cheap: an atomic and a clock read
-//! assert_eq!(*states.borrow_and_update(), State::Leading { term: leadership.term() });
-//!
-//! elector.shutdown().await?;                   // releases: a successor takes over at once
-//! assert!(!elector.is_leader());
+//! // In a service: `tokio::signal::ctrl_c()`; here the work ends by itself.
+//! let stop = std::future::pending::<()>();
+//! let term = elector
+//!     .run_until(stop, |leadership| async move {
+//!         // Leader-only work. Dropped the moment leadership is lost (at the
+//!         // local deadline at the latest); when it returns, the elector resigns.
+//!         leadership.term() // the fencing token for everything it writes
+//!     })
+//!     .await?;
+//! assert_eq!(term, Some(1));
+//! assert!(!elector.is_leader()); // run_until shut the elector down: lease released
 //! # Ok(()) }
 //! ```
 //!
-//! Safety rests on the rules in `docs/design.md`: every decision is one
-//! compare-and-set write judged by the store's clock; a leader's belief ends at
-//! a local deadline computed conservatively from before its last successful
-//! write; the term strictly increases with every acquisition.
+//! # Contents
+//!
+//! - [`Elector`]: one candidate in one election. [`Elector::is_leader`] costs
+//!   an atomic load and a clock read; [`Elector::leadership`] is a
+//!   `watch::Receiver` of [`State`]; [`Elector::run`] / [`Elector::run_until`]
+//!   run leader-only work; [`Elector::events`] and
+//!   [`ElectorBuilder::on_event`] say when leadership starts and stops, and why.
+//! - [`Leadership`]: one tenure: its term, its local deadline, the signal that
+//!   it ended, and [fenced writes](Leadership::fenced).
+//! - [`observe()`]: watch elections without competing.
+//! - [`store`]: the stores, [`store::connect`] by URL, and the [`LeaseStore`](store::LeaseStore)
+//!   trait for a store of your own; [`handover`]: ask a leader elsewhere to
+//!   step down.
+//!
+//! # Stores
+//!
+//! | store | URL | feature | push wake-up | fenced writes | min TTL | expiry judged by |
+//! |---|---|---|---|---|---|---|
+//! | SQLite | `sqlite://FILE` | `sqlite` (default) | a watch of the file (every 10 ms) | transactions: [`Leadership::fenced`], [`SqlStore::fenced`](store::sql::SqlStore::fenced) | 100 ms | the host's clock, in the statement |
+//! | MySQL 8 / MariaDB 10.5+ | `mysql://`, `mariadb://` | `mysql` | named locks (`GET_LOCK`) | transactions, as SQLite | 100 ms | the server's clock |
+//! | PostgreSQL 12+ | `postgres://`, `postgresql://` | `postgres` | `LISTEN`/`NOTIFY` | transactions, as SQLite | 100 ms | the server's clock |
+//! | Redis 5+ | `redis://`, `rediss://` | `redis` | pub/sub | `SET`/`HSET`/`XADD`/`DEL` in the checking script: [`RedisStore::fenced`][redis-fenced] | 100 ms | the server's `TIME` |
+//! | etcd 3.4+ | `etcd://h1:2379,h2:2379` | `etcd` | watch | your ops in the comparing `Txn`: [`EtcdStore::fenced_txn`][etcd-fenced] | 1 s (whole seconds) | etcd's lease expiry |
+//! | memory | `memory://` | always | in-process | none | 100 ms | the process (tests only) |
+//!
+//! Terms are dense (+1 per acquisition) everywhere but etcd, where they are
+//! cluster revisions: strictly increasing, with gaps. On Redis the term
+//! survives a restart only with persistence (AOF or RDB).
+//!
+//! # Choosing a TTL
+//!
+//! The TTL is how long a crashed leader keeps the election without a leader:
+//! its successor takes over a few milliseconds after the lease expires by the
+//! store's clock. A graceful release ([`Elector::shutdown`],
+//! [`Elector::resign`]) hands over in milliseconds whatever the TTL. Shorter
+//! TTLs cost more renewals (one per ttl/3 per process, batched across
+//! elections) and make a leader step down sooner when the store is slow: a
+//! TTL must cover a store failover or a GC pause you want to ride out. The
+//! default, 10 s, suits most services; 1–3 s where failover time matters and
+//! the store is close.
+//!
+//! # Fencing
+//!
+//! A process can pause (GC, `SIGSTOP`, a frozen VM) past its local deadline
+//! and still act as if it led; [`Elector::is_leader`] cannot help a process
+//! that is not running. Only the place written to can refuse a stale leader:
+//!
+//! - pass [`Leadership::term`] along with every write and have the receiver
+//!   refuse terms lower than the highest it has seen, or
+//! - write through the store, which checks the lease in the same atomic step:
+//!   [`Leadership::fenced`] on SQL (a transaction that re-checks and locks
+//!   the lease, so no takeover commits in between), [`RedisStore::fenced`][redis-fenced],
+//!   [`EtcdStore::fenced_txn`][etcd-fenced].
+//!
+//! ```no_run
+//! # async fn demo(store: tenure::store::DynStore, elector: tenure::Elector) -> tenure::Result<()> {
+//! use tenure::store::sql::sqlx; // the sqlx tenure uses (`Any` driver)
+//!
+//! let leadership = elector.acquired().await?;
+//! let term = leadership.term() as i64;
+//! leadership
+//!     .fenced(&store, async |tx| {
+//!         let sql = format!("INSERT INTO ledger (term, entry) VALUES ({term}, 'nightly')");
+//!         sqlx::query(&sql).execute(tx.connection()).await?;
+//!         Ok(())
+//!     })
+//!     .await?; // Err(NotLeader) once a successor holds the lease: nothing written
+//! # Ok(()) }
+//! ```
+//!
+//! # Observing
+//!
+//! - Your own candidate: [`Elector::leadership`] (the current [`State`]),
+//!   [`Elector::events`] or [`ElectorBuilder::on_event`]
+//!   ([`Event::StartedLeading`], [`Event::StoppedLeading`] with a
+//!   [`StopReason`], [`Event::NewLeader`]).
+//! - Any election, without competing: [`observe()`] streams a [`Change`] for
+//!   every new leader and every gap between terms.
+//!
+//! Names: a candidate's **holder id** is `identity#session`
+//! ([`Elector::holder_id`], [`Leadership::holder_id`]); wherever an API says
+//! who leads, the field is `leader` and holds that leader's holder id
+//! ([`State::Following`], [`Change::Leader`], [`Event::NewLeader`]). Store
+//! records ([`store::LeaseRecord`]) call it the lease's `holder`.
+//!
+//! # Logs
+//!
+//! tenure logs through [`tracing`](https://docs.rs/tracing) and needs no
+//! subscriber to work ([`Event`]s carry what an application acts on).
+//! Targets are module paths: `tenure::campaign` and `tenure::elector` for
+//! the elector's decisions, `tenure::store::sql::*`, `tenure::store::redis::*`,
+//! `tenure::store::etcd::*` for the stores. Levels: `info` for leadership
+//! gained, handed over or stepped down and for a store reachable again;
+//! `warn` for leadership lost and for failing store calls; `debug` for store
+//! details (notifications, history rows, reconnects). Nothing is logged per
+//! renewal at `info`.
+//!
+//! # In a service (axum, tonic, ...)
+//!
+//! Build the elector at start-up, run the leader-only work in a task of its
+//! own, hand clones of the [`Elector`] (a cheap handle) to request handlers,
+//! and stop it with the server: axum's `with_graceful_shutdown` and tonic's
+//! `serve_with_shutdown` take the same kind of future as
+//! [`Elector::run_until`].
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+//! use tenure::Elector;
+//!
+//! #[derive(Clone)]
+//! struct AppState {
+//!     elector: Elector,
+//! }
+//!
+//! // A handler: only the leader accepts writes; the others name it.
+//! fn health(state: &AppState) -> String {
+//!     match &*state.elector.leadership().borrow() {
+//!         tenure::State::Leading { term } => format!("leader (term {term})"),
+//!         tenure::State::Following { leader, .. } => format!("follower of {leader}"),
+//!         _ => "no leader".into(),
+//!     }
+//! }
+//!
+//! let store = tenure::store::connect("memory://", &Default::default()).await?;
+//! let elector = Elector::builder(store).election("scheduler").build()?;
+//! let state = AppState { elector: elector.clone() };
+//! let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+//! let background = tokio::spawn(async move {
+//!     elector
+//!         .run_until(stop_rx, |_leadership| async {
+//!             // e.g. a scheduler loop; never returns while it leads
+//!             std::future::pending::<()>().await
+//!         })
+//!         .await
+//! });
+//! state.elector.acquired().await?;
+//! assert!(health(&state).starts_with("leader"));
+//! // Server shutting down (its graceful-shutdown future fired):
+//! let _ = stop_tx.send(());
+//! background.await.expect("no panic")?;
+//! assert_eq!(health(&state), "no leader");
+//! # Ok(()) }
+//! ```
+//!
+//! # Shutdown
+//!
+//! [`Elector::shutdown`] stops campaigning and, when leading, releases the
+//! lease so a successor takes over at once; it returns once the release, its
+//! history entry and the followers' wake-up have been written (bounded by
+//! 2 s), so a process may exit right after. [`Elector::run_until`] calls it
+//! for you. Dropping the last clone of an [`Elector`] also releases, without
+//! waiting. A process that dies without either is replaced one TTL later.
+//!
+//! # Safety
+//!
+//! Every acquire, renew and release is one atomic conditional write whose
+//! expiry is judged by the store's own clock; a leader believes it leads only
+//! until a local deadline computed from an instant taken *before* its last
+//! successful write, on a clock that counts through suspend; the term
+//! strictly increases with every acquisition. The repository's
+//! `docs/design.md` states the rules in full and `docs/timing.md` the timing
+//! defaults and why.
+//!
+// Links to items of optional features: to the item where it is built, to
+// the store table otherwise (no broken links with any set of features).
+#![cfg_attr(
+    feature = "redis",
+    doc = "[redis-fenced]: store::redis::RedisStore::fenced"
+)]
+#![cfg_attr(not(feature = "redis"), doc = "[redis-fenced]: crate#stores")]
+#![cfg_attr(
+    feature = "etcd",
+    doc = "[etcd-fenced]: store::etcd::EtcdStore::fenced_txn"
+)]
+#![cfg_attr(not(feature = "etcd"), doc = "[etcd-fenced]: crate#stores")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -44,6 +223,7 @@ pub mod clock;
 mod config;
 mod elector;
 mod error;
+pub mod events;
 pub mod handover;
 mod leadership;
 mod names;
@@ -51,6 +231,7 @@ pub mod observe;
 pub mod store;
 // Also in the library's own unit tests, which use `testing::Instrumented`.
 #[cfg(any(test, feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod testing;
 
 pub use config::{
@@ -58,6 +239,7 @@ pub use config::{
 };
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
+pub use events::{Event, StopReason};
 pub use leadership::{Leadership, State};
 pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};

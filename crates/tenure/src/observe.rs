@@ -1,4 +1,4 @@
-//! Watching elections without competing (seed 002's observer role).
+//! Watching elections without competing.
 //!
 //! An [`Observer`] reads the store, never writes to it, and reports every change
 //! of leader, including "no leader", as a [`Change`]. Like a follower it sleeps
@@ -34,12 +34,14 @@ pub enum Selection {
 #[serde(tag = "change", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Change {
-    /// `holder` leads `key` under `term` (a new leader, or a new term).
+    /// `leader` leads `key` under `term` (a new leader, or a new term).
+    /// Between two terms there is always a [`Change::NoLeader`].
     Leader {
         /// The election.
         key: ElectionKey,
-        /// The leader's holder id.
-        holder: String,
+        /// The leader's holder id (`identity#session`), as
+        /// [`Elector::holder_id`](crate::Elector::holder_id) names it.
+        leader: String,
         /// The leader's term.
         term: u64,
         /// What the leader attached to its lease.
@@ -221,10 +223,26 @@ async fn run(
                     if last.get(&key) == Some(&now) {
                         continue;
                     }
+                    // A term ends before the next begins (a release, a
+                    // hand-over or an expiry): report the gap even when the
+                    // successor was already in place at this read.
+                    if let (Some(Seen::Leader { term: was, .. }), Seen::Leader { term, .. }) =
+                        (last.get(&key), &now)
+                    {
+                        if was != term {
+                            let gap = Change::NoLeader {
+                                key: key.clone(),
+                                last_term: *was,
+                            };
+                            if tx.send(gap).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                     let change = match (&now, rec) {
                         (Seen::Leader { holder, term }, Some(r)) => Change::Leader {
                             key: key.clone(),
-                            holder: holder.clone(),
+                            leader: holder.clone(),
                             term: *term,
                             metadata: r.metadata,
                         },
@@ -301,7 +319,7 @@ mod tests {
             next(&mut o).await,
             Change::Leader {
                 key: key.clone(),
-                holder: "a#1".into(),
+                leader: "a#1".into(),
                 term: 1,
                 metadata: "10.0.0.1".into()
             }
@@ -327,5 +345,62 @@ mod tests {
             writes + 1,
             "only the test's release wrote; the observer never writes"
         );
+    }
+
+    /// A release and the takeover that follows before the observer's next
+    /// read are two changes, not one: "no leader", then the new leader.
+    #[tokio::test]
+    async fn a_takeover_between_two_reads_still_reports_no_leader_first() {
+        let memory = Arc::new(MemoryStore::new());
+        let key = ElectionKey::new("default", "job");
+        let opts = ObserveOptions {
+            poll_period: Duration::from_millis(10),
+            retry_period: Duration::from_millis(10),
+        };
+        let mut o = observe(
+            memory.clone(),
+            Selection::Elections(vec![key.clone()]),
+            opts,
+        );
+        assert_eq!(
+            next(&mut o).await,
+            Change::NoLeader {
+                key: key.clone(),
+                last_term: 0
+            }
+        );
+        let claim = |holder: &str| Claim {
+            key: key.clone(),
+            holder: holder.into(),
+            metadata: String::new(),
+            ttl: Duration::from_secs(30),
+        };
+        let Acquire::Acquired(a) = memory.try_acquire(&claim("a#1")).await.unwrap() else {
+            panic!()
+        };
+        assert!(matches!(next(&mut o).await, Change::Leader { term: 1, .. }));
+        // On this single-threaded runtime the observer cannot read between
+        // the release and the takeover.
+        let tenure = Tenure {
+            key: key.clone(),
+            holder: "a#1".into(),
+            term: a.term,
+        };
+        assert!(memory.release(&tenure).await.unwrap());
+        assert!(matches!(
+            memory.try_acquire(&claim("b#1")).await.unwrap(),
+            Acquire::Acquired(_)
+        ));
+        assert_eq!(
+            next(&mut o).await,
+            Change::NoLeader {
+                key: key.clone(),
+                last_term: 1
+            }
+        );
+        assert!(matches!(
+            next(&mut o).await,
+            Change::Leader { term: 2, ref leader, .. } if leader == "b#1"
+        ));
     }
 }

@@ -357,3 +357,198 @@ async fn a_slow_preemption_check_does_not_delay_shutdown() {
         .unwrap();
     assert_eq!(rec.holder, None, "released on shutdown");
 }
+
+/// Work that returns (here: fails) gives the lease up: the leader resigns and
+/// a follower takes over within a poll, not after the TTL (issue 11, 5).
+#[tokio::test]
+async fn run_resigns_when_the_work_returns_or_fails() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.elector("b");
+    let mut bs = b.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bs.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let out: Result<(), &str> = a.run(|_l| async { Err("import failed") }).await.unwrap();
+    assert_eq!(out, Err("import failed"));
+    assert!(!a.is_leader(), "run() resigned when the work failed");
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b takes over after the resignation", || b.is_leader()).await;
+    assert!(
+        !a.is_leader(),
+        "a stays a follower while b leads (it keeps campaigning)"
+    );
+}
+
+/// A clone of the elector, held by a "signal handler", stops `run_until`:
+/// the work is cancelled, the lease released and the elector shut down
+/// (issue 11, 6 and the run variant).
+#[tokio::test]
+async fn run_until_stops_at_the_signal_shuts_down_and_releases() {
+    let w = World::new();
+    let e = w.elector("a");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    struct Guard(Arc<AtomicBool>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let runner = tokio::spawn({
+        let e = e.clone(); // a handle, no Arc needed
+        let cancelled = cancelled.clone();
+        async move {
+            e.run_until(stop_rx, |_l| {
+                let guard = Guard(cancelled.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }
+            })
+            .await
+        }
+    });
+    eventually("leadership", || e.is_leader()).await;
+    let term = e.term().unwrap();
+    stop_tx.send(()).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("run_until returns at the signal")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out, None);
+    assert!(cancelled.load(Ordering::SeqCst), "the work was cancelled");
+    assert!(!e.is_leader());
+    assert!(
+        matches!(e.acquired().await, Err(tenure::Error::Shutdown)),
+        "the elector is shut down"
+    );
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.holder, rec.term),
+        (None, term),
+        "the lease was released"
+    );
+}
+
+/// Hooks and the event stream say when this candidate starts and stops
+/// leading, why it stopped, and who leads, without a tracing subscriber
+/// (issue 11, 4).
+#[tokio::test]
+async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
+    use std::sync::Mutex;
+    use tenure::store::Tenure;
+    use tenure::{Event, StopReason};
+
+    let w = World::new();
+    let hooked = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let a = w
+        .builder("a")
+        .on_event({
+            let hooked = hooked.clone();
+            move |e| hooked.lock().unwrap().push(e.clone())
+        })
+        .build()
+        .unwrap();
+    let mut a_events = a.events();
+    let t1 = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap()
+        .term();
+    let b = w.elector("b");
+    let mut b_events = b.events();
+    fn next(rx: &mut tokio::sync::broadcast::Receiver<Event>) -> Event {
+        rx.try_recv().unwrap_or_else(|e| panic!("no event: {e}"))
+    }
+    eventually("b sees a", || !b_events.is_empty()).await;
+    assert_eq!(
+        next(&mut b_events),
+        Event::NewLeader {
+            leader: a.holder_id().into(),
+            term: t1
+        }
+    );
+    // 1. Released: a resigns; b takes over and says so.
+    a.resign().await.unwrap();
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b leads", || b.is_leader()).await;
+    let t2 = b.term().unwrap();
+    assert_eq!(
+        next(&mut b_events),
+        Event::NewLeader {
+            leader: b.holder_id().into(),
+            term: t2
+        }
+    );
+    assert_eq!(next(&mut b_events), Event::StartedLeading { term: t2 });
+    // 2. Lost: the store no longer has b's lease (here: released behind its
+    // back); b learns it at its next renewal.
+    assert!(w
+        .store
+        .release(&Tenure {
+            key: world::key(),
+            holder: b.holder_id().into(),
+            term: t2
+        })
+        .await
+        .unwrap());
+    w.advance(Duration::from_secs(4), Duration::from_millis(50))
+        .await;
+    eventually("b stopped", || !b_events.is_empty()).await;
+    assert_eq!(
+        next(&mut b_events),
+        Event::StoppedLeading {
+            term: t2,
+            reason: StopReason::Lost
+        }
+    );
+    // 3. Expired: whoever leads now, its store hangs past the deadline.
+    eventually("someone leads", || a.is_leader() || b.is_leader()).await;
+    let (leader, events) = if a.is_leader() {
+        (&a, &mut a_events)
+    } else {
+        (&b, &mut b_events)
+    };
+    let t3 = leader.term().unwrap();
+    w.store.set_hang(true);
+    w.advance(Duration::from_secs(11), Duration::from_millis(100))
+        .await;
+    eventually("expired", || !leader.is_leader()).await;
+    let last = std::iter::from_fn(|| events.try_recv().ok()).last();
+    assert_eq!(
+        last,
+        Some(Event::StoppedLeading {
+            term: t3,
+            reason: StopReason::Expired
+        })
+    );
+    w.store.set_hang(false);
+    // The hook saw what a's stream saw, from the start.
+    let hooked = hooked.lock().unwrap().clone();
+    assert_eq!(
+        hooked[..3],
+        [
+            Event::NewLeader {
+                leader: a.holder_id().into(),
+                term: t1
+            },
+            Event::StartedLeading { term: t1 },
+            Event::StoppedLeading {
+                term: t1,
+                reason: StopReason::Released
+            },
+        ]
+    );
+}

@@ -290,3 +290,75 @@ async fn wrong_password_and_bad_prefix_are_named() {
         "{err}"
     );
 }
+
+/// Fenced writes on etcd: the application's put commits in the transaction
+/// that compares the lease key; a paused leader (its clock frozen: it still
+/// believes it leads, and never keeps its lease alive) is refused once its
+/// lease expired and a successor took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_txn_refuses_a_paused_leader() {
+    use std::sync::Arc;
+    use tenure::clock::ManualClock;
+    use tenure::store::etcd::etcd_client::{GetOptions, TxnOp};
+    use tenure::store::etcd::EtcdStore;
+
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let a = connect(&server.url(), &opts()).await.expect("store a");
+    let b = connect(&server.url(), &opts()).await.expect("store b");
+    let paused = Elector::builder(a.clone())
+        .election("fenced")
+        .ttl(Duration::from_secs(1))
+        .clock(Arc::new(ManualClock::new()))
+        .build()
+        .unwrap();
+    let stale = tokio::time::timeout(Duration::from_secs(5), paused.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let etcd_a = a.downcast_ref::<EtcdStore>().expect("an etcd store");
+    etcd_a
+        .fenced_txn(&stale.tenure(), [TxnOp::put("/app/latest", "first", None)])
+        .await
+        .expect("the leader writes");
+    let successor = Elector::builder(b.clone())
+        .election("fenced")
+        .ttl(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let fresh = tokio::time::timeout(Duration::from_secs(10), successor.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(fresh.term() > stale.term());
+    assert!(stale.is_valid(), "the paused leader still believes");
+    let refused = etcd_a
+        .fenced_txn(&stale.tenure(), [TxnOp::put("/app/latest", "stale", None)])
+        .await;
+    assert!(
+        matches!(refused, Err(Error::NotLeader { .. })),
+        "a stale leader's write is refused: {refused:?}"
+    );
+    let etcd_b = b.downcast_ref::<EtcdStore>().unwrap();
+    let read = etcd_b
+        .fenced_txn(
+            &fresh.tenure(),
+            [TxnOp::get("/app/latest", None::<GetOptions>)],
+        )
+        .await
+        .unwrap();
+    let value = match read.op_responses().first() {
+        Some(tenure::store::etcd::etcd_client::TxnOpResponse::Get(g)) => {
+            g.kvs().first().map(|kv| kv.value().to_vec())
+        }
+        other => panic!("a get response: {other:?}"),
+    };
+    assert_eq!(
+        value.as_deref(),
+        Some(&b"first"[..]),
+        "only the fenced write landed"
+    );
+    successor.shutdown().await.unwrap();
+    drop(paused);
+}

@@ -186,3 +186,138 @@ async fn abandoned_fenced_begin_does_not_poison_the_pool() {
         );
     }
 }
+
+/// A fresh SQLite file in `dir`, and the MariaDB and
+/// PostgreSQL test servers where they run (required in CI).
+async fn sql_urls(dir: &std::path::Path) -> Vec<String> {
+    let mut urls = vec![format!("sqlite://{}", dir.join("w.db").display())];
+    for url in [servers::mysql_url(), servers::postgres_url()] {
+        if servers::connect_or_skip(&url, &StoreOptions::default())
+            .await
+            .is_some()
+        {
+            urls.push(url);
+        }
+    }
+    urls
+}
+
+/// The quick start's store (`store::connect`) does fenced writes through
+/// `Leadership::fenced`: a leader writes; a paused leader (its clock frozen,
+/// so it still believes it leads and never renews) is refused once a
+/// successor took over, and its work never runs; failing work rolls back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tenure::clock::ManualClock;
+    use tenure::Elector;
+
+    let dir = tempfile::tempdir().unwrap();
+    for url in sql_urls(dir.path()).await {
+        let store = tenure::store::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let sql = store.downcast_ref::<SqlStore>().expect("a SQL store");
+        let table = format!("ledger_{}", rand_suffix());
+        sql.pool()
+            .execute(format!("CREATE TABLE {table} (term BIGINT NOT NULL)").as_str())
+            .await
+            .unwrap();
+        let election = format!("fenced-closure-{}", rand_suffix());
+        // A frozen clock: this leader is "paused" from the moment it leads.
+        let paused = Elector::builder(store.clone())
+            .election(election.clone())
+            .ttl(Duration::from_secs(1))
+            .clock(Arc::new(ManualClock::new()))
+            .build()
+            .unwrap();
+        let stale = tokio::time::timeout(Duration::from_secs(10), paused.acquired())
+            .await
+            .unwrap()
+            .unwrap();
+        let insert = format!("INSERT INTO {table} (term) VALUES ({})", stale.term());
+        stale
+            .fenced(&store, async |tx| {
+                tx.connection().execute(insert.as_str()).await?;
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| panic!("[{url}] the leader writes: {e}"));
+        // A successor on a concrete store (no Arc needed) takes over once the
+        // lease expires by the database's clock.
+        let successor = Elector::builder(
+            SqlStore::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap(),
+        )
+        .election(election.clone())
+        .ttl(Duration::from_secs(5))
+        .build()
+        .unwrap();
+        let fresh = tokio::time::timeout(Duration::from_secs(10), successor.acquired())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(fresh.term() > stale.term());
+        assert!(stale.is_valid(), "[{url}] the paused leader still believes");
+        let ran = AtomicBool::new(false);
+        let refused = stale
+            .fenced(&store, async |tx| {
+                ran.store(true, Ordering::SeqCst);
+                tx.connection().execute(insert.as_str()).await?;
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(refused, Err(tenure::Error::NotLeader { .. })),
+            "[{url}] a stale leader's write is refused: {refused:?}"
+        );
+        assert!(!ran.load(Ordering::SeqCst), "[{url}] its work never ran");
+        // Failing work rolls back; its error comes out through `?`.
+        let failed = fresh
+            .fenced(successor.store(), async |tx| {
+                tx.connection()
+                    .execute(
+                        format!("INSERT INTO {table} (term) VALUES ({})", fresh.term()).as_str(),
+                    )
+                    .await?;
+                tx.connection()
+                    .execute("SELECT * FROM no_such_table")
+                    .await?;
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(failed, Err(tenure::Error::Work { .. })),
+            "[{url}] {failed:?}"
+        );
+        let rows: Vec<i64> = sqlx::query_scalar(&format!("SELECT term FROM {table}"))
+            .fetch_all(sql.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            rows,
+            [stale.term() as i64],
+            "[{url}] only the fenced write landed"
+        );
+        sql.pool()
+            .execute(format!("DROP TABLE {table}").as_str())
+            .await
+            .unwrap();
+        successor.shutdown().await.unwrap();
+        drop(paused);
+    }
+    // A store without fenced transactions says so.
+    let memory = tenure::store::connect("memory://", &StoreOptions::default())
+        .await
+        .unwrap();
+    let e = Elector::builder(memory.clone())
+        .election("m")
+        .build()
+        .unwrap();
+    let l = e.acquired().await.unwrap();
+    let r = l.fenced(&memory, async |_tx| Ok(())).await;
+    assert!(matches!(r, Err(tenure::Error::Unsupported { .. })), "{r:?}");
+    e.shutdown().await.unwrap();
+}

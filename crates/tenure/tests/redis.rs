@@ -303,6 +303,119 @@ async fn tls_verifies_the_server_certificate() {
     .await;
 }
 
+/// Fenced writes on Redis: a leader's SET/HSET/XADD go through; a paused
+/// leader (its clock frozen: it still believes it leads and never renews)
+/// is refused inside the script once a successor took over, and nothing of
+/// its writes lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_refuse_a_paused_leader() {
+    use std::sync::Arc;
+    use tenure::clock::ManualClock;
+    use tenure::store::redis::{FencedWrites, RedisStore};
+    use tenure::Elector;
+
+    let url = servers::redis_url();
+    let Some(store) = servers::connect_or_skip(&url, &StoreOptions::default()).await else {
+        return;
+    };
+    let run = format!(
+        "{:x}{:x}",
+        std::process::id(),
+        Instant::now().elapsed().subsec_nanos()
+    );
+    let election = format!("fenced-{run}");
+    let paused = Elector::builder(store.clone())
+        .namespace("fenced-test")
+        .election(election.clone())
+        .ttl(Duration::from_millis(500))
+        .clock(Arc::new(ManualClock::new()))
+        .build()
+        .unwrap();
+    let stale = tokio::time::timeout(Duration::from_secs(5), paused.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let redis = store.downcast_ref::<RedisStore>().expect("a Redis store");
+    let (k, h, x) = (
+        format!("app:{run}:latest"),
+        format!("app:{run}:runs"),
+        format!("app:{run}:log"),
+    );
+    let term = stale.term().to_string();
+    let writes = |value: &str| {
+        FencedWrites::new()
+            .set(&k, value)
+            .hset(&h, "nightly", value)
+            .xadd(&x, [("term", term.as_str()), ("value", value)])
+    };
+    redis
+        .fenced(&stale.tenure(), writes("first"))
+        .await
+        .expect("the leader writes");
+    let successor = Elector::builder(store.clone())
+        .namespace("fenced-test")
+        .election(election.clone())
+        .ttl(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let fresh = tokio::time::timeout(Duration::from_secs(5), successor.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(fresh.term() > stale.term());
+    assert!(stale.is_valid(), "the paused leader still believes");
+    let refused = redis.fenced(&stale.tenure(), writes("stale")).await;
+    assert!(
+        matches!(refused, Err(Error::NotLeader { .. })),
+        "a stale leader's write is refused: {refused:?}"
+    );
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let latest: String = redis::cmd("GET")
+        .arg(&k)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let run_: String = redis::cmd("HGET")
+        .arg(&h)
+        .arg("nightly")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let entries: u64 = redis::cmd("XLEN")
+        .arg(&x)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        (latest.as_str(), run_.as_str(), entries),
+        ("first", "first", 1)
+    );
+    // The successor writes under its own term.
+    redis
+        .fenced(
+            &fresh.tenure(),
+            FencedWrites::new().set(&k, "second").del(&x),
+        )
+        .await
+        .unwrap();
+    let latest: String = redis::cmd("GET")
+        .arg(&k)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(latest, "second");
+    let _: () = redis::cmd("DEL")
+        .arg(&k)
+        .arg(&h)
+        .arg(&x)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    successor.shutdown().await.unwrap();
+    drop(paused);
+}
+
 /// A process in many elections renews all its leases with one script call per
 /// renew instant, each lease judged on its own (a lease with a hand-over
 /// request is refused, the others renewed); heartbeats and reaps likewise.

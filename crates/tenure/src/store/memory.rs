@@ -238,6 +238,10 @@ fn us(d: Duration) -> i64 {
 
 #[async_trait]
 impl LeaseStore for MemoryStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }

@@ -2,7 +2,7 @@
 //!
 //! A [`LeaseStore`] keeps one lease record per election and changes it only by
 //! compare-and-set writes whose conditions, including expiry, are judged by the
-//! store's own clock (DESIGN rules 1, 2 and 4). It is deliberately small, in the
+//! store's own clock. It is deliberately small, in the
 //! way `object_store::ObjectStore` is: timing, retries and state live in the
 //! [`Elector`](crate::Elector), not here.
 
@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod client_tls;
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod etcd;
 #[cfg(any(
     feature = "sqlite",
@@ -29,11 +30,16 @@ mod gather;
 pub mod memory;
 mod reason;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
 #[cfg(any(feature = "tls", feature = "redis", feature = "etcd"))]
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres")))
+)]
 pub mod sql;
 #[cfg(any(
     feature = "sqlite",
@@ -46,7 +52,7 @@ mod wakeups;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
-/// Names one election: a namespace (seed 002's data center) and an election name.
+/// Names one election: a namespace (e.g. a data center or a tenant) and an election name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ElectionKey {
     /// The namespace, `default` unless configured.
@@ -131,7 +137,8 @@ impl LeaseRecord {
     }
 }
 
-/// A candidate's registration in an election (seed 001's registry).
+/// A candidate's registration in an election: the member list from which
+/// successors are chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// Which election.
@@ -311,7 +318,7 @@ pub struct Capabilities {
 ///
 /// Every method is one round trip's worth of work and decides with one atomic
 /// conditional write judged by rows matched; expiry is judged by the store's clock
-/// inside that write. Implementations must pass [`crate::testing`]'s conformance
+/// inside that write. Implementations must pass `tenure::testing`'s conformance
 /// suite (feature `conformance`).
 #[async_trait]
 pub trait LeaseStore: Send + Sync + Debug + 'static {
@@ -413,6 +420,29 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     fn subscribe(&self) -> Option<Changes> {
         None
     }
+
+    /// The concrete store behind a [`DynStore`], for its own API (fenced
+    /// writes, statistics); see `<dyn LeaseStore>::downcast_ref`.
+    /// Stores of this crate return themselves; the default is `None`.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+}
+
+impl dyn LeaseStore {
+    /// The concrete store behind a [`DynStore`], such as the one
+    /// [`connect`] returns, if it is an `S`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::store::{self, memory::MemoryStore};
+    /// let store = store::connect("memory://", &Default::default()).await?;
+    /// assert!(store.downcast_ref::<MemoryStore>().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn downcast_ref<S: LeaseStore>(&self) -> Option<&S> {
+        self.as_any()?.downcast_ref()
+    }
 }
 
 /// A receiver of change notifications; see [`LeaseStore::subscribe`].
@@ -464,6 +494,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn subscribe(&self) -> Option<Changes> {
         (**self).subscribe()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        (**self).as_any()
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         (**self).heartbeat(member, ttl).await

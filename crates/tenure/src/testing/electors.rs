@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{alone, Conformance, Instrumented};
+use super::{alone, shared, Conformance, Instrumented};
 use crate::store::DynStore;
+use crate::store::EndReason;
 use crate::{Elector, State};
 
 impl Conformance {
@@ -105,6 +106,39 @@ impl Conformance {
         );
         assert!(second.term() > first.term());
         b.shutdown().await.expect("shutdown");
+    }
+
+    /// `shutdown()` returns only once the end of the released term is in the
+    /// history, read through another connection: a process that exits right
+    /// after shutting down must not leave its last term open. Five runs, each
+    /// on a store of its own, as five processes would.
+    pub async fn shutdown_closes_the_term_before_returning(&self) {
+        let _turn = shared().await;
+        let checker = self.store().await;
+        for i in 0..5 {
+            let key = self.key(&format!("shutdown-history-{i}"));
+            let elector = Elector::builder(self.store().await)
+                .namespace(key.namespace.clone())
+                .election(key.election.clone())
+                .ttl(self.timing().await.ttl(Duration::from_secs(10)))
+                .build()
+                .expect("elector");
+            let term = tokio::time::timeout(Duration::from_secs(10), elector.acquired())
+                .await
+                .expect("leads")
+                .expect("alive")
+                .term();
+            elector.shutdown().await.expect("shutdown");
+            drop(elector);
+            let history = checker.history(&key, 5).await.expect("history");
+            assert!(
+                history.iter().any(|h| h.term == term
+                    && h.end_reason == Some(EndReason::Released)
+                    && h.end_at_us.is_some()),
+                "[{}] run {i}: term {term} not closed right after shutdown: {history:?}",
+                self.name
+            );
+        }
     }
 
     /// 20 followers, the leader crashes: the designated successor takes over

@@ -169,6 +169,10 @@ impl Instrumented {
 
 #[async_trait]
 impl LeaseStore for Instrumented {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        self.inner.as_any()
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }

@@ -91,7 +91,7 @@ impl Conformance {
             next(&mut o).await,
             Change::Leader {
                 key: key.clone(),
-                holder: "a#1".into(),
+                leader: "a#1".into(),
                 term: rec.term,
                 metadata: "meta of a#1".into()
             },

@@ -2,7 +2,7 @@
 //!
 //! etcd has no clock usable inside a transaction; what it has is *leases*,
 //! whose expiry the etcd leader judges. So expiry here is etcd lease expiry
-//! (DESIGN rule 2), and every decision is one transaction (rule 1).
+//! (the store's clock), and every decision is one transaction.
 //!
 //! Keys, under `<prefix>` (`StoreOptions::table_prefix`, default `tenure_`;
 //! namespace and election are escaped so `/` in a name is unambiguous):
@@ -61,6 +61,10 @@ mod connect;
 mod end;
 mod endpoints;
 mod errors;
+mod fenced;
+
+/// The etcd client crate, for the operations of [`EtcdStore::fenced_txn`].
+pub use etcd_client;
 mod handover;
 mod history;
 mod keys;
@@ -171,6 +175,10 @@ impl EtcdStore {
 
 #[async_trait]
 impl LeaseStore for EtcdStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,

@@ -19,9 +19,10 @@
 //!
 //! The lease hash never gets a Redis TTL: expiry is a field compared with `TIME`
 //! inside the scripts, so the term survives the lease's expiry, and with
-//! persistence (AOF or RDB) a restart of the server. See
-//! [the design notes](https://example.invalid/tenure/docs/design.md) for what a
-//! replicated Redis can and cannot promise.
+//! persistence (AOF or RDB) a restart of the server. A replicated Redis
+//! (replicas, Sentinel) can lose the last writes on a failover, and with
+//! them a lease: see `docs/redis.md` in the repository for what it can and
+//! cannot promise.
 //!
 //! # URLs
 //!
@@ -33,6 +34,7 @@
 mod batch;
 mod client;
 mod errors;
+mod fenced;
 mod push;
 mod scripts;
 
@@ -48,6 +50,7 @@ use super::{
     Tenure,
 };
 use crate::error::{Error, Result};
+pub use fenced::FencedWrites;
 use scripts::Scripts;
 
 /// A [`LeaseStore`] on a Redis server (or Valkey, or anything that speaks
@@ -67,6 +70,7 @@ pub struct RedisStore {
     described: String,
     history_retention: u64,
     push: std::sync::Arc<push::PushHub>,
+    fenced_script: std::sync::Arc<std::sync::OnceLock<redis::Script>>,
     batches: std::sync::Arc<batch::Batches>,
 }
 
@@ -120,6 +124,7 @@ impl RedisStore {
             )),
             described,
             history_retention: options.history_retention.max(1),
+            fenced_script: Default::default(),
         };
         store.check_server().await?;
         Ok(store)
@@ -315,6 +320,10 @@ fn json_i64(v: &serde_json::Value, field: &str) -> i64 {
 
 #[async_trait]
 impl LeaseStore for RedisStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,

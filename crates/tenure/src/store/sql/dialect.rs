@@ -2,7 +2,7 @@
 //!
 //! One protocol, three spellings. Time is integer microseconds since the Unix epoch
 //! in UTC, read from the database server inside the statement that uses it
-//! (DESIGN rule 2), so no time zone, DST or client clock enters any decision.
+//! (expiry is judged by the store's clock), so no time zone, DST or client clock enters any decision.
 
 /// Which server answers a `mysql://` URL; they spell binary NO PAD collations differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,15 @@ pub(super) enum Dialect {
 }
 
 impl Dialect {
+    /// The database kind as [`SqlStore::backend`](super::SqlStore::backend) names it.
+    pub(super) fn backend(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::MySql => "mysql",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
     /// The server clock as integer microseconds since the epoch, UTC.
     ///
     /// - SQLite: `unixepoch('subsec')` has millisecond resolution and is constant

@@ -1,4 +1,4 @@
-//! Transactions fenced by the lease (DESIGN rule 7).
+//! Transactions fenced by the lease.
 //!
 //! A paused leader (GC, SIGSTOP, VM freeze) can wake after its lease expired and
 //! still believe it leads; only the store can refuse its writes. When the work
@@ -18,17 +18,22 @@ use crate::store::Tenure;
 
 /// A database transaction that commits only under a still-valid lease.
 ///
-/// Run your statements on [`connection`](Self::connection), then
-/// [`commit`](Self::commit). Do not issue `BEGIN`/`COMMIT` yourself. Dropping it
-/// without committing rolls the work back (the connection is closed, not reused).
+/// [`SqlStore::fenced`] (or [`Leadership::fenced`](crate::Leadership::fenced))
+/// begins, runs and commits one for you. By hand: run your statements on
+/// [`connection`](Self::connection), then [`commit`](Self::commit). Do not
+/// issue `BEGIN`/`COMMIT` yourself. Dropping it without committing rolls the
+/// work back (the connection is closed, not reused).
+///
+/// Statements go through sqlx's `Any` driver: write SQL every database you
+/// deploy on accepts (or branch on [`SqlStore::backend`]), with `?` or `$1`
+/// placeholders as the database wants them.
 ///
 /// ```no_run
 /// # async fn demo(store: &tenure::store::sql::SqlStore, tenure: &tenure::store::Tenure) -> tenure::Result<()> {
 /// let mut tx = store.begin_fenced(tenure).await?; // Err(NotLeader) if the lease is gone
 /// sqlx::query("UPDATE jobs SET done = 1 WHERE id = 7")
 ///     .execute(tx.connection())
-///     .await
-///     .map_err(|e| tenure::Error::Protocol { source: None, store: "app".into(), reason: e.to_string() })?;
+///     .await?;
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
@@ -68,6 +73,49 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         });
     }
     Ok(tx)
+}
+
+impl SqlStore {
+    /// Runs `work` in a transaction fenced by `tenure`'s lease and commits
+    /// it: begins, re-checks the lease by the server's clock (locking it, so
+    /// no takeover commits in between), runs `work`, commits. If the lease is
+    /// gone, `work` does not run and the result is [`Error::NotLeader`]; if
+    /// `work` returns an error, the transaction is rolled back and that error
+    /// is returned. `?` on a `sqlx::Error` inside `work` gives
+    /// [`Error::Work`]; wrap other errors of yours in it the same way.
+    ///
+    /// Usually reached through [`Leadership::fenced`](crate::Leadership::fenced).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: &tenure::store::sql::SqlStore, tenure: &tenure::store::Tenure) -> tenure::Result<()> {
+    /// let done = store
+    ///     .fenced(tenure, async |tx| {
+    ///         sqlx::query("UPDATE jobs SET done = 1 WHERE id = 7")
+    ///             .execute(tx.connection())
+    ///             .await?;
+    ///         Ok(7)
+    ///     })
+    ///     .await?; // Err(NotLeader) if a successor took over: nothing was written
+    /// # let _: u32 = done; Ok(()) }
+    /// ```
+    pub async fn fenced<T, F>(&self, tenure: &Tenure, work: F) -> Result<T>
+    where
+        F: AsyncFnOnce(&mut FencedTransaction) -> Result<T>,
+    {
+        let mut tx = self.begin_fenced(tenure).await?;
+        match work(&mut tx).await {
+            Ok(out) => {
+                tx.commit().await?;
+                Ok(out)
+            }
+            Err(e) => {
+                // Dropping it would roll back too (closing the connection);
+                // an explicit rollback keeps the connection for the pool.
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
 }
 
 impl FencedTransaction {

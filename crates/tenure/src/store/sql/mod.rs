@@ -1,4 +1,4 @@
-//! One SQL implementation of [`LeaseStore`] for SQLite, MySQL/MariaDB and PostgreSQL.
+//! One SQL implementation of [`LeaseStore`](crate::store::LeaseStore) for SQLite, MySQL/MariaDB and PostgreSQL.
 //!
 //! The protocol is the same on all three; `dialect.rs` holds the spellings. Queries
 //! are built at runtime (no compile-time database needed) and run through sqlx's
@@ -54,6 +54,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 pub use fenced::FencedTransaction;
 pub use schema::SCHEMA_VERSION;
+/// The sqlx crate, for the statements of [`SqlStore::fenced`] and
+/// [`SqlStore::pool`] (`Any` driver).
+pub use sqlx;
 
 use self::after::AfterJob;
 use self::dialect::Dialect;
@@ -134,6 +137,18 @@ impl SqlStore {
             &self.described,
         )
         .await
+    }
+
+    /// The connection pool, for the application's own statements on the same
+    /// database (unfenced; for fenced ones see [`fenced`](Self::fenced)).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The database kind: `"sqlite"`, `"mysql"` or `"postgres"`, for
+    /// application SQL that differs between them.
+    pub fn backend(&self) -> &'static str {
+        self.dialect.backend()
     }
 
     /// Begins a transaction that commits only while `tenure` holds the lease.

@@ -70,6 +70,9 @@ pub(super) struct NamedLocks {
     held: tokio::sync::Mutex<(Option<AnyConnection>, HashSet<String>)>,
     /// Elections with a waiter.
     waiting: Arc<Mutex<HashSet<ElectionKey>>>,
+    /// Lock frees started by [`Self::spawn_ended`] and not yet awaited by
+    /// [`Self::settle`].
+    freeing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl NamedLocks {
@@ -80,6 +83,7 @@ impl NamedLocks {
             wakeups: Wakeups::new(),
             held: tokio::sync::Mutex::new((None, HashSet::new())),
             waiting: Arc::new(Mutex::new(HashSet::new())),
+            freeing: Mutex::new(Vec::new()),
         }
     }
 
@@ -142,7 +146,27 @@ impl NamedLocks {
 
     /// After a tenure of `key` ended here (released, handed over, lost):
     /// free its lock, which wakes the followers waiting on it.
-    pub(super) async fn ended(&self, key: &ElectionKey) {
+    /// Frees the lock of a tenure that ended, in a task of its own: a release
+    /// never waits for the lock connection (it may be busy taking another
+    /// lock, or cut off). [`Self::settle`] waits for it.
+    pub(super) fn spawn_ended(self: &Arc<Self>, key: &ElectionKey) {
+        let (locks, key) = (self.clone(), key.clone());
+        let task = tokio::spawn(async move { locks.ended(&key).await });
+        let mut freeing = self.freeing.lock().unwrap_or_else(|p| p.into_inner());
+        freeing.retain(|t| !t.is_finished());
+        freeing.push(task);
+    }
+
+    /// Waits until every lock free started so far is done, so that the
+    /// followers waiting on them are woken before a process exits.
+    pub(super) async fn settle(&self) {
+        let tasks = std::mem::take(&mut *self.freeing.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    async fn ended(&self, key: &ElectionKey) {
         let name = self.name(key);
         let mut held = self.held.lock().await;
         if !held.1.remove(&name) {

@@ -20,12 +20,9 @@ impl SqlStore {
     /// A tenure of `key` ended here: free its named lock (MySQL), waking
     /// the followers that wait on it.
     fn named_lock_ended(&self, key: &ElectionKey) {
-        // In a task of its own: a release never waits for the lock
-        // connection (it may be busy taking another lock, or cut off).
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            let (locks, key) = (locks.clone(), key.clone());
-            tokio::spawn(async move { locks.ended(&key).await });
+            locks.spawn_ended(key);
         }
         #[cfg(not(feature = "mysql"))]
         let _ = key;
@@ -135,6 +132,10 @@ impl SqlStore {
 
 #[async_trait]
 impl LeaseStore for SqlStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn subscribe(&self) -> Option<Changes> {
         #[cfg(feature = "postgres")]
         if let Some(hub) = &self.push {
@@ -195,8 +196,7 @@ impl LeaseStore for SqlStore {
         let renewed = self.batcher.renew(tenure, ttl).await;
         #[cfg(feature = "mysql")]
         if let (Some(locks), Ok(false)) = (&self.named_locks, &renewed) {
-            let (locks, key) = (locks.clone(), tenure.key.clone());
-            tokio::spawn(async move { locks.ended(&key).await });
+            locks.spawn_ended(&tenure.key);
         }
         renewed
     }
@@ -218,6 +218,11 @@ impl LeaseStore for SqlStore {
 
     async fn flush(&self) -> Result<()> {
         self.flush_after().await;
+        // The wake-up of MySQL/MariaDB followers: the freed named lock.
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            locks.settle().await;
+        }
         Ok(())
     }
 
