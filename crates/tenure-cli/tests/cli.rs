@@ -207,6 +207,28 @@ fn tls_setup_errors_exit_2_and_name_the_parameter() {
         2,
         &["cannot read ssl-ca=/nonexistent/ca.pem"],
     );
+    assert_fails(
+        &[
+            "run",
+            "--wait",
+            "--election",
+            "e",
+            "--store",
+            "etcds://root:hunter2secret@127.0.0.1:1,127.0.0.1:2?cacert=/nonexistent/ca.pem",
+            "--",
+            "true",
+        ],
+        2,
+        &[
+            "TLS to store etcds://root:***@",
+            "cannot read the CA (cacert=) file \"/nonexistent/ca.pem\"",
+        ],
+    );
+    assert_fails(
+        &["status", "--store", "etcd://127.0.0.1:1?cacert=/ca.pem"],
+        2,
+        &["use etcds://"],
+    );
     let dir = tempfile::tempdir().unwrap();
     let out = tenure(
         dir.path(),
