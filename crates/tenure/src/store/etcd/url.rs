@@ -3,8 +3,7 @@
 use crate::error::{Error, Result};
 use crate::store::client_tls::ClientTlsFiles;
 
-const EXPECTED: &str =
-    "expected etcd://[user:password@]host:port[,host:port...] or etcds://...?cacert=ca.pem for TLS";
+const EXPECTED: &str = "expected etcd://host:port[,host:port...] (etcd://user:password@host:port with authentication, etcds://...?cacert=ca.pem for TLS)";
 
 /// A parsed `etcd://` or `etcds://` URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
