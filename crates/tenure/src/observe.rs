@@ -29,6 +29,17 @@ pub enum Selection {
     Elections(Vec<ElectionKey>),
 }
 
+impl Selection {
+    /// Whether `key` is one of the selected elections.
+    fn contains(&self, key: &ElectionKey) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Namespace(ns) => key.namespace == *ns,
+            Selection::Elections(keys) => keys.contains(key),
+        }
+    }
+}
+
 /// A change seen by an [`Observer`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
@@ -267,7 +278,9 @@ async fn run(
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = crate::store::changed(&mut changes, None) => {}
+            // Only changes of the observed elections: on a shared store,
+            // others' elections must not make every observer read.
+            _ = crate::store::changed_matching(&mut changes, |k| selection.contains(k)) => {}
         }
     }
 }

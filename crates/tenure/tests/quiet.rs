@@ -59,8 +59,9 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
     tokio::time::sleep(ttl * 3).await;
     let calls = counted.total_calls() - calls_before;
     // The leader renews every ttl/3; anything else is overhead: its own
-    // member heartbeat (every 1.5 to 2 TTLs) and reaping lapsed members
-    // (every 6 TTLs) are at most 3 (a heartbeat and a reap per TTL made 6).
+    // member heartbeat every 1.5 TTLs (3 when the window starts at one) and
+    // no reap in its first 6 TTLs; one read to spare for a store-wide
+    // wake-up (a heartbeat and a reap per TTL made 6 or more).
     let leader_extra =
         leader_counted.total_calls() - leader_counted.calls(Op::Renew) - leader_before;
     assert!(
@@ -72,7 +73,7 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         counted.calls(Op::HeartbeatAndRead),
     );
     assert!(
-        leader_extra <= 3,
+        leader_extra <= 4,
         "{name}: an idle leader made {leader_extra} requests besides renewals in three TTLs \
          (heartbeats {}, reaps {}, reads {})",
         leader_counted.calls(Op::Heartbeat),

@@ -451,12 +451,20 @@ pub type Changes = tokio::sync::broadcast::Receiver<Option<ElectionKey>>;
 /// Waits for a notification that concerns `key` (or all keys); never resolves
 /// without a subscription.
 pub(crate) async fn changed(changes: &mut Option<Changes>, key: Option<&ElectionKey>) {
+    changed_matching(changes, |k| key.is_none_or(|key| key == k)).await
+}
+
+/// [`changed`] for the elections `wanted` accepts (a wake-all always counts).
+pub(crate) async fn changed_matching(
+    changes: &mut Option<Changes>,
+    wanted: impl Fn(&ElectionKey) -> bool,
+) {
     let Some(rx) = changes.as_mut() else {
         return std::future::pending().await;
     };
     loop {
         match rx.recv().await {
-            Ok(Some(k)) if key.is_some_and(|key| *key != k) => continue,
+            Ok(Some(k)) if !wanted(&k) => continue,
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                 *changes = None;
