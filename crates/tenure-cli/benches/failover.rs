@@ -234,7 +234,17 @@ async fn run_store(url: &str, o: &Opts) {
         let transfer = trial % 2 == 1;
         let sent_us = now_us();
         let asked = if transfer {
-            let to = format!("c{}", (idx + 1) % b.procs.len());
+            // A live member other than the leader (one that resigned stays
+            // out of the member list for its hold-off).
+            let members = b.store.members(&b.key).await.unwrap_or_default();
+            let leader = format!("c{idx}");
+            let Some(to) = members
+                .iter()
+                .find(|m| m.live && m.identity != leader)
+                .map(|m| m.identity.clone())
+            else {
+                continue;
+            };
             tenure::handover::transfer(&b.store, &b.key, &to, o.ttl * 5).await
         } else {
             tenure::handover::resign(&b.store, &b.key).await
