@@ -55,8 +55,8 @@ pub(crate) struct Campaign {
     /// (or first led).
     reaped_at: Option<Duration>,
     /// Whether the last wait ended with a pushed change: the read that
-    /// follows is on a hand-over's path, so it carries no heartbeat (SQL
-    /// heartbeats wait to be batched).
+    /// follows is on a hand-over's path, so it carries no heartbeat (a
+    /// heartbeat can be slower than a read: etcd's are three requests).
     woken_by_push: bool,
 }
 
@@ -329,22 +329,18 @@ impl Campaign {
             let read = match self
                 .follower_call("read", async move {
                     match member {
-                        Some(m) => store
-                            .heartbeat_and_read(&m, member_ttl)
-                            .await
-                            .map(|r| (r, true)),
-                        None => store.read(&key).await.map(|r| (r, false)),
+                        Some(m) => store.heartbeat_and_read(&m, member_ttl).await,
+                        None => store.read(&key).await,
                     }
                 })
                 .await
             {
-                Ok(Ok((r, heartbeat))) => {
-                    if heartbeat {
+                Ok(read) => {
+                    if fused && read.is_ok() {
                         self.shared.heartbeat_sent(sent);
                     }
-                    Ok(r)
+                    read
                 }
-                Ok(Err(e)) => Err(e),
                 Err(next) => return next,
             };
             let wait = match read {

@@ -123,6 +123,12 @@ impl SqlStore {
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
+        let members = super::heartbeats::MembersTable::new(
+            pool.clone(),
+            dialect,
+            &options.table_prefix,
+            described.clone(),
+        );
         Ok(Self {
             history_retention: options.history_retention.max(1),
             after_queue: std::sync::OnceLock::new(),
@@ -134,18 +140,8 @@ impl SqlStore {
                     statements.clone(),
                 ))
             }),
-            reaps: super::reaps::Reaps::batched(
-                pool.clone(),
-                dialect,
-                &options.table_prefix,
-                described.clone(),
-            ),
-            heartbeats: super::heartbeats::Heartbeats::batched(
-                pool.clone(),
-                dialect,
-                &options.table_prefix,
-                described.clone(),
-            ),
+            reaps: members.batched(super::reaps::Reaps(members.clone())),
+            heartbeats: members.batched(super::heartbeats::Heartbeats(members.clone())),
             batcher: batch::Batcher::new(
                 pool.clone(),
                 dialect,

@@ -13,36 +13,48 @@ use sqlx::AnyPool;
 
 use super::dialect::Dialect;
 use super::errors::map_err;
-use super::statements::{bind_member, sent};
+use super::statements::{bind_member, sent, Query};
 use crate::store::gather::{Batched, Statement};
 use crate::store::Member;
 
-/// The multi-row upsert of members' heartbeats; the group is the TTL in µs.
-pub(super) struct Heartbeats {
+/// The members table as the batched heartbeats and reaps write it.
+#[derive(Clone)]
+pub(super) struct MembersTable {
     pool: AnyPool,
-    dialect: Dialect,
-    table: String,
+    pub(super) dialect: Dialect,
+    pub(super) table: String,
     prefix: String,
     store: String,
 }
 
-impl Heartbeats {
-    pub(super) fn batched(
-        pool: AnyPool,
-        dialect: Dialect,
-        prefix: &str,
-        store: String,
-    ) -> Arc<Batched<Self>> {
-        let statement = Self {
+impl MembersTable {
+    pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Self {
+        Self {
             pool,
             dialect,
             table: format!("{prefix}members"),
             prefix: prefix.to_string(),
-            store: store.clone(),
-        };
-        Batched::new(statement, store)
+            store,
+        }
+    }
+
+    /// Runs one statement; rows affected, or the error explained.
+    pub(super) async fn execute(&self, query: Query<'_>) -> Result<u64, String> {
+        query
+            .execute(&self.pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
+    }
+
+    /// A gatherer of `statement` calls, described as this store in errors.
+    pub(super) fn batched<S: Statement>(&self, statement: S) -> Arc<Batched<S>> {
+        Batched::new(statement, self.store.clone())
     }
 }
+
+/// The multi-row upsert of members' heartbeats; the group is the TTL in µs.
+pub(super) struct Heartbeats(pub(super) MembersTable);
 
 impl Statement for Heartbeats {
     type Item = Member;
@@ -60,15 +72,13 @@ impl Statement for Heartbeats {
             .into_iter()
             .filter(|m| seen.insert((&m.key, &m.holder)))
             .collect();
-        let sql = self.dialect.upsert_members(&self.table, rows.len());
-        let sql = sent(self.dialect, &sql);
+        let t = &self.0;
+        let sql = t.dialect.upsert_members(&t.table, rows.len());
+        let sql = sent(t.dialect, &sql);
         let mut q = sqlx::query(&sql);
         for m in &rows {
             q = bind_member(q, m, ttl_us);
         }
-        q.execute(&self.pool)
-            .await
-            .map(|_| vec![(); n])
-            .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
+        t.execute(q).await.map(|_| vec![(); n])
     }
 }

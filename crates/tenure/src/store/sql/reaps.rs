@@ -2,43 +2,14 @@
 //! renewals, on the renewal grid, so a process leading many elections reaps
 //! them all with one `DELETE` per instant ([`Batched`]) instead of one each.
 
-use std::sync::Arc;
-
-use sqlx::AnyPool;
-
-use super::dialect::Dialect;
-use super::errors::map_err;
+use super::heartbeats::MembersTable;
 use super::statements::sent;
-use crate::store::gather::{Batched, Statement};
+use crate::store::gather::Statement;
 use crate::store::ElectionKey;
 
 /// The `DELETE` of lapsed members of many elections; every call is answered
 /// how many registrations the statement removed.
-pub(super) struct Reaps {
-    pool: AnyPool,
-    dialect: Dialect,
-    table: String,
-    prefix: String,
-    store: String,
-}
-
-impl Reaps {
-    pub(super) fn batched(
-        pool: AnyPool,
-        dialect: Dialect,
-        prefix: &str,
-        store: String,
-    ) -> Arc<Batched<Self>> {
-        let statement = Self {
-            pool,
-            dialect,
-            table: format!("{prefix}members"),
-            prefix: prefix.to_string(),
-            store: store.clone(),
-        };
-        Batched::new(statement, store)
-    }
-}
+pub(super) struct Reaps(pub(super) MembersTable);
 
 impl Statement for Reaps {
     type Item = ElectionKey;
@@ -51,18 +22,16 @@ impl Statement for Reaps {
     async fn send(&self, _group: i64, keys: Vec<&ElectionKey>) -> Result<Vec<u64>, String> {
         let n = keys.len();
         let tuples = vec!["(?, ?)"; keys.len()].join(", ");
-        let sql = self.dialect.delete(
-            &self.table,
+        let t = &self.0;
+        let sql = t.dialect.delete(
+            &t.table,
             &format!("(namespace, election) IN ({tuples}) AND expires_us <= {{now}}"),
         );
-        let sql = sent(self.dialect, &sql);
+        let sql = sent(t.dialect, &sql);
         let mut q = sqlx::query(&sql);
         for key in keys {
             q = q.bind(key.namespace.as_str()).bind(key.election.as_str());
         }
-        q.execute(&self.pool)
-            .await
-            .map(|done| vec![done.rows_affected(); n])
-            .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
+        t.execute(q).await.map(|removed| vec![removed; n])
     }
 }
