@@ -189,6 +189,7 @@ impl EtcdStore {
                 active,
             ))
         });
+        let renewals = super::batch::renewals(client.clone(), described.clone());
         let inner = Arc::new(Inner {
             endpoints,
             client,
@@ -201,6 +202,7 @@ impl EtcdStore {
             watcher,
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
+            renewals,
         });
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);

@@ -41,6 +41,8 @@ pub(super) struct HeldTenure {
     /// the elector's own deadline is before this, so past it nobody believes
     /// in this tenure and the sweeper may delete its key.
     pub(super) sweep_after: Instant,
+    /// The state the acquisition wrote: renewals rewrite it with their times.
+    pub(super) state: super::values::State,
 }
 
 pub(super) struct PendingAcquire {
