@@ -122,8 +122,8 @@ struct Inner {
     /// still naming the holder), per election and term: followers measure the
     /// succession grace from there, since etcd does not say when a lease expired.
     freed_seen: Mutex<HashMap<(ElectionKey, u64), i64>>,
-    /// Renewals of one instant, gathered into one transaction.
-    renewals: Arc<crate::store::gather::Batched<batch::RenewalChecks>>,
+    /// Renewals, heartbeats and reaps' reads of one instant, gathered.
+    batches: batch::Batches,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -173,7 +173,15 @@ impl EtcdStore {
     /// Transactions sent by renewals so far. For tests and benchmarks.
     #[doc(hidden)]
     pub fn renewal_transactions(&self) -> u64 {
-        self.inner.renewals.statements()
+        self.inner.batches.renewals.statements()
+    }
+
+    /// Transactions sent by member heartbeats that were batched (a first
+    /// heartbeat, or one after a conflict, reads the key first and goes on its
+    /// own). For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn heartbeat_transactions(&self) -> u64 {
+        self.inner.batches.heartbeats.statements()
     }
 
     /// Tenures and member registrations this store is tracking on its process
@@ -225,6 +233,13 @@ impl LeaseStore for EtcdStore {
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.inner.heartbeat(member, ttl).await
+    }
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.inner.heartbeat_and_read(member, ttl).await
     }
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         self.inner.leave(key, holder).await

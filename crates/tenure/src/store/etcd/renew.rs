@@ -56,9 +56,9 @@ impl Inner {
         // tracking entry: its key, if any is left, is the sweeper's.
         let (kept, checked) = tokio::join!(
             lease.keep_alive(&self.client, true),
-            self.renewals.call(0, check)
+            self.batches.renewals.call(0, check)
         );
-        let checked = checked?;
+        let (checked, _) = checked?;
         match kept {
             Ok(Kept::Alive(id)) if id == lease_id => {}
             Ok(_) => return Ok(false),

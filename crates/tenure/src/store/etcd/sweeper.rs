@@ -56,6 +56,8 @@ pub(super) struct HeldMember {
     pub(super) sweep_after: Instant,
     /// The member key's revision as our last heartbeat wrote it (0: none yet).
     pub(super) mod_rev: i64,
+    /// When the registration was first written (kept across heartbeats).
+    pub(super) joined_at_us: i64,
 }
 
 /// Counts an acquisition in progress for the sweeper, until dropped.
