@@ -18,7 +18,7 @@ use crate::events::StopReason;
 use crate::leadership::{Shared, State};
 use crate::store::{
     changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
-    Tenure,
+    Tenure, Woken,
 };
 
 /// Requests from the [`Elector`](crate::Elector) handle.
@@ -667,7 +667,13 @@ impl Campaign {
                 let sleep = self.shared.clock.sleep_until(wake);
                 tokio::select! {
                     _ = sleep => None,
-                    _ = changed(&mut self.changes, Some(&key)) => { pushed = true; None },
+                    // A lagged receiver is not a reason to read: in a process
+                    // leading a thousand elections, a burst of notifications
+                    // made every leader lag and read at once, the reads took
+                    // the pool from the renewals, and leaders missed their
+                    // deadlines. A request lost that way fails the next
+                    // renewal, as without push.
+                    woken = changed(&mut self.changes, Some(&key)) => { pushed = woken == Woken::Notified; None },
                     cmd = self.commands.recv() => Some(cmd),
                 }
             };
