@@ -87,7 +87,109 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 fn json(addr: &str, path: &str) -> (u16, Value) {
     let (status, body) = get(addr, path);
     let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body:?}"));
+    // Every JSON answer is checked against docs/openapi.json.
+    let template = match path {
+        "/" | "/v1/elections" | "/healthz" | "/readyz" => path.to_string(),
+        p if p.starts_with("/v1/elections/") => "/v1/elections/{namespace}/{election}".into(),
+        p => panic!("no template for {p}"),
+    };
+    conforms("get", &template, status, &v);
     (status, v)
+}
+
+fn post(addr: &str, action: &str, election: &str, headers: &[&str], body: &str) -> (u16, Value) {
+    let path = format!("/v1/elections/default/{election}/{action}");
+    let (status, text) = http(addr, "POST", &path, headers, body);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text:?}"));
+    conforms(
+        "post",
+        &format!("/v1/elections/{{namespace}}/{{election}}/{action}"),
+        status,
+        &v,
+    );
+    (status, v)
+}
+
+/// docs/openapi.json, whose schemas every JSON answer must match.
+fn openapi() -> &'static Value {
+    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("docs/openapi.json"))
+            .expect("docs/openapi.json is JSON")
+    })
+}
+
+/// Checks `v` against an OpenAPI 3.1 schema: the JSON Schema subset the
+/// file uses ($ref, type incl. arrays of types, enum, required,
+/// properties, additionalProperties: false, items).
+fn check(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.strip_prefix("#/components/schemas/").expect("local $ref");
+        return check(v, &openapi()["components"]["schemas"][name], at);
+    }
+    if let Some(options) = schema["enum"].as_array() {
+        if !options.contains(v) {
+            return Err(format!("{at}: {v} not one of {options:?}"));
+        }
+    }
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect(),
+            _ => vec![],
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("{at}: {v} is not {types:?}"));
+        }
+    }
+    if let Some(o) = v.as_object() {
+        for r in schema["required"].as_array().into_iter().flatten() {
+            let r = r.as_str().expect("name");
+            if !o.contains_key(r) {
+                return Err(format!("{at}: missing {r}"));
+            }
+        }
+        let props = schema["properties"].as_object();
+        for (k, x) in o {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => check(x, s, &format!("{at}.{k}"))?,
+                None if schema["additionalProperties"] == false => {
+                    return Err(format!("{at}: {k} is not in the OpenAPI file"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            check(x, items, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Validates an answer of `GET|POST template` with `status` against the file.
+fn conforms(method: &str, template: &str, status: u16, v: &Value) {
+    let op = &openapi()["paths"][template][method];
+    let schema = &op["responses"][status.to_string()]["content"]["application/json"]["schema"];
+    assert!(
+        schema.is_object(),
+        "docs/openapi.json has no {method} {template} {status}"
+    );
+    if let Err(e) = check(v, schema, "$") {
+        panic!("{method} {template} {status} does not match docs/openapi.json: {e}\n{v}");
+    }
 }
 
 /// The value of a metric line `name{labels} value`.
@@ -236,10 +338,12 @@ async fn endpoints(url: &str, election: &str) {
             .is_some_and(|s| s > 0.0 && s <= 2.0),
         "{m}"
     );
-    assert!(
-        metric(&m, &format!("tenure_renew_duration_seconds_count{labels}")).is_some(),
-        "{m}"
-    );
+    // Renewals go every ttl/3: wait for the first.
+    wait_until("a renewal in the histogram", Duration::from_secs(5), || {
+        let m = get(&lead.addr, "/metrics").1;
+        metric(&m, &format!("tenure_renew_duration_seconds_count{labels}")).filter(|n| *n >= 1.0)
+    })
+    .await;
     assert!(
         metric(&m, &format!("tenure_leader_changes_total{labels}")).is_some_and(|n| n >= 1.0),
         "{m}"
@@ -279,21 +383,20 @@ async fn endpoints(url: &str, election: &str) {
     assert!(data["at"].is_string() && data["term"].is_u64(), "{data}");
 
     // Token rules: missing or wrong → 401 and nothing changes.
-    let path = format!("/v1/elections/default/{election}/resign");
-    let (status, body) = http(&a.addr, "POST", &path, &[], "");
+    let (status, body) = post(&a.addr, "resign", election, &[], "");
     assert_eq!(status, 401, "{body}");
-    let (status, body) = http(
+    let (status, body) = post(
         &a.addr,
-        "POST",
-        &path,
+        "resign",
+        election,
         &["Authorization: Bearer wrong-token!"],
         "",
     );
     assert_eq!(status, 401, "{body}");
-    let (status, body) = http(
+    let (status, body) = post(
         &a.addr,
-        "POST",
-        &path,
+        "resign",
+        election,
         &["Authorization: Bearer s3cret-tok"],
         "",
     );
@@ -305,10 +408,10 @@ async fn endpoints(url: &str, election: &str) {
     );
     assert_eq!(leader_of(&a.addr), leader);
     // With the token: the leader steps down and the other takes over.
-    let (status, body) = http(
+    let (status, body) = post(
         &a.addr,
-        "POST",
-        &path,
+        "resign",
+        election,
         &["Authorization: Bearer s3cret-token"],
         "",
     );
@@ -332,19 +435,18 @@ async fn endpoints(url: &str, election: &str) {
         },
     )
     .await;
-    let path = format!("/v1/elections/default/{election}/transfer");
-    let (status, body) = http(
+    let (status, body) = post(
         &a.addr,
-        "POST",
-        &path,
+        "transfer",
+        election,
         &["Authorization: Bearer s3cret-token"],
         "not json",
     );
     assert_eq!(status, 400, "{body}");
-    let (status, body) = http(
+    let (status, body) = post(
         &a.addr,
-        "POST",
-        &path,
+        "transfer",
+        election,
         &["Authorization: Bearer s3cret-token"],
         &format!("{{\"to\":\"{leader}\"}}"),
     );
@@ -441,6 +543,16 @@ async fn serve_health_when_the_store_is_cut() {
         || (leader_of(&follower.addr) == "cut").then_some(()),
     )
     .await;
+    // Without --token-file, resign is disabled: 403, nothing changes.
+    let (status, body) = post(
+        &leader.addr,
+        "resign",
+        &election,
+        &["Authorization: Bearer x"],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(leader_of(&follower.addr), "cut");
     // Known state before the cut.
     let path = format!("/v1/elections/default/{election}");
     assert_eq!(json(&leader.addr, &path).0, 200);
