@@ -607,6 +607,19 @@ async fn serve_health_when_the_store_is_cut() {
             .all(|r| r["stale"] == true),
         "{all}"
     );
+    let m = get(&leader.addr, "/metrics").1;
+    assert!(
+        metric(&m, "tenure_store_errors_total{kind=\"renew\"}").is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            &format!("leader_election_master_status{{name=\"{election}\"}}")
+        ),
+        Some(0.0),
+        "{m}"
+    );
     // After its deadline the cut leader is a follower: healthy again.
     wait_until(
         "the cut leader steps down and is healthy",
@@ -672,6 +685,83 @@ fn serve_bad_addresses_exit_2_naming_them() {
         String::from_utf8_lossy(&o.stderr).contains(&addr),
         "{}",
         text(&o)
+    );
+}
+
+/// An idle event stream carries keep-alive comments at --sse-keep-alive.
+#[test]
+fn serve_sse_keep_alive_comment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let s = serve(dir.path(), &["--store", &url, "--sse-keep-alive", "200ms"]);
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let mut r = BufReader::new(c);
+    let start = Instant::now();
+    loop {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+        if line.starts_with(": keep-alive") {
+            break;
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// `tenure run --http` serves the supervised election: GET / names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_http_serves_the_supervised_election() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "job",
+            "--id",
+            "runner",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args(["--", "sleep", "30"])
+        .current_dir(dir.path())
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn tenure run");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("announced address");
+    let s = Serve {
+        addr: line
+            .trim()
+            .strip_prefix("serving http://")
+            .expect("serving line")
+            .to_string(),
+        child,
+    };
+    wait_until(
+        "run --http names its leader",
+        Duration::from_secs(10),
+        || (leader_of(&s.addr) == "runner").then_some(()),
+    )
+    .await;
+    assert_eq!(json(&s.addr, "/healthz").0, 200);
+    let m = get(&s.addr, "/metrics").1;
+    assert_eq!(
+        metric(&m, "leader_election_master_status{name=\"job\"}"),
+        Some(1.0),
+        "{m}"
     );
 }
 

@@ -63,6 +63,7 @@ pub struct Api {
     metrics: Option<RenderMetrics>,
     history: usize,
     read_timeout: Duration,
+    keep_alive: Duration,
 }
 
 impl std::fmt::Debug for Api {
@@ -90,6 +91,7 @@ impl Api {
             metrics: None,
             history: 10,
             read_timeout: Duration::from_secs(2),
+            keep_alive: events::KEEP_ALIVE,
         }
     }
 
@@ -123,6 +125,13 @@ impl Api {
     /// last known state (default 2 s).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
+        self
+    }
+
+    /// How often an idle `GET /v1/events` stream carries a `: keep-alive`
+    /// comment, so proxies keep it open (default 15 s).
+    pub fn keep_alive(mut self, every: Duration) -> Self {
+        self.keep_alive = every;
         self
     }
 
