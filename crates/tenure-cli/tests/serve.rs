@@ -89,7 +89,8 @@ fn json(addr: &str, path: &str) -> (u16, Value) {
     let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body:?}"));
     // Every JSON answer is checked against docs/openapi.json.
     let template = match path {
-        "/" | "/v1/elections" | "/healthz" | "/readyz" => path.to_string(),
+        "/" | "/healthz" | "/readyz" => path.to_string(),
+        p if p == "/v1/elections" || p.starts_with("/v1/elections?") => "/v1/elections".into(),
         p if p.starts_with("/v1/elections/") => "/v1/elections/{namespace}/{election}".into(),
         p => panic!("no template for {p}"),
     };
@@ -284,6 +285,17 @@ async fn endpoints(url: &str, election: &str) {
     assert_eq!(cli_row["leader"], row["leader"]);
     assert_eq!(cli_row["term"], row["term"]);
 
+    // ?history=N adds the recent terms to every row; a bad N is a 400.
+    let (status, all) = json(&a.addr, "/v1/elections?history=5");
+    assert_eq!(status, 200);
+    assert!(
+        all.as_array()
+            .expect("array")
+            .iter()
+            .all(|r| r["history"].is_array()),
+        "{all}"
+    );
+    assert_eq!(json(&a.addr, "/v1/elections?history=lots").0, 400);
     // One election, with history; unknown → 404 JSON; bad name → 400 JSON.
     let (status, one) = json(&a.addr, &format!("/v1/elections/default/{election}"));
     assert_eq!(status, 200);

@@ -5,7 +5,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /` | `{"name": "<leader identity>"}` of the configured elector's election, as the Kubernetes `leader-elector` sidecar answers (`""`: no leader) |
-//! | `GET /v1/elections` | every election: [`ElectionView`]s (as `tenure status --json`) |
+//! | `GET /v1/elections[?history=N]` | every election: [`ElectionView`]s (as `tenure status --json`), with N recent terms each if asked |
 //! | `GET /v1/elections/{namespace}/{election}` | one election with its recent terms; 404 if never acquired |
 //! | `GET /v1/events` | Server-Sent Events, one [`Change`](crate::Change) per event as `tenure watch --json` prints it |
 //! | `GET /healthz` | 503 only while this process leads but has not renewed for too long (client-go's health adaptor) |
