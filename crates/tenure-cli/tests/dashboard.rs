@@ -24,6 +24,8 @@ use tenure::testing::servers;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "dashboard-test-token";
+/// The second candidate's identity is markup: the page must show it as text.
+const MARKUP_ID: &str = "<i>beta</i>";
 const ELECTION: &str = "default/web";
 
 /// Kills and reaps a child process when the test ends, passing or not.
@@ -153,6 +155,8 @@ async fn page(c: &Client) -> Option<Value> {
                  terms: [...c.querySelectorAll('tr.term')].map(t => Number(t.dataset.term)),
                  segments: c.querySelectorAll('.timeline .seg').length,
                  current: (c.querySelector('tr.term.current') || {}).textContent || '',
+                 text: c.textContent,
+                 markup: c.querySelectorAll('i, img, script').length,
                  resignEnabled: !!b && !b.disabled,
                  notice: document.getElementById('notice').textContent,
                  conn: document.getElementById('conn').textContent,
@@ -203,7 +207,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
 
     let mut keep = Vec::new();
-    for id in ["alpha", "beta"] {
+    for (n, id) in ["alpha", MARKUP_ID].into_iter().enumerate() {
         keep.push(Reap(spawn_tenure(
             dir.path(),
             &[
@@ -220,7 +224,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
                 "sleep",
                 "600",
             ],
-            &dir.path().join(format!("{id}.log")),
+            &dir.path().join(format!("candidate-{n}.log")),
         )));
     }
     // The leader `tenure status` reports (both candidates registered, so a
@@ -292,7 +296,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     let result = drive(&c, dir.path(), &store, port, &leader, term).await;
     let _ = c.close().await;
     if let Err(panic) = result {
-        for log in ["serve.log", "alpha.log", "beta.log"] {
+        for log in ["serve.log", "candidate-0.log", "candidate-1.log"] {
             eprintln!(
                 "--- {log}:\n{}",
                 std::fs::read_to_string(dir.path().join(log)).unwrap_or_default()
@@ -332,6 +336,13 @@ async fn drive(
             },
         )
         .await;
+        assert!(
+            shown["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(MARKUP_ID))
+                && shown["markup"] == 0,
+            "an identity with markup is shown as text, never parsed: {shown}"
+        );
         assert!(
             !shown["resignEnabled"].as_bool().unwrap_or(true),
             "resign enabled without a token: {shown}"
