@@ -225,6 +225,9 @@ mod elector;
 mod error;
 pub mod events;
 pub mod handover;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 mod leadership;
 mod names;
 pub mod observe;
