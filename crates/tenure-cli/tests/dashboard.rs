@@ -3,11 +3,11 @@
 //! SQLite store and two real `tenure run` candidates. The page must show the
 //! leader `tenure status` reports, refuse a wrong token, resign with the right
 //! one, and show the new term on its timeline. It saves a screenshot
-//! (`$CARGO_TARGET_TMPDIR/dashboard.png`; docs/img/dashboard.png is one).
+//! (`$CARGO_TARGET_TMPDIR/dashboard.png`).
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (.ci/run installs them):
-//! without them the test is skipped with a reason, or fails under
-//! `TENURE_REQUIRE_SERVERS=1` (CI).
+//! without them the test is skipped with a reason, or fails when servers are
+//! required (`CI=true` or `TENURE_REQUIRE_SERVERS=1`).
 
 mod common;
 
@@ -194,10 +194,12 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     let (chromium, driver) = match browser() {
         Ok(b) => b,
         Err(why) if servers::required() => {
-            panic!("the dashboard test needs a browser (TENURE_REQUIRE_SERVERS=1): {why}")
+            panic!(
+                "the dashboard test needs a browser (CI=true or TENURE_REQUIRE_SERVERS=1): {why}"
+            )
         }
         Err(why) => {
-            eprintln!("skipping the dashboard browser test: {why}");
+            eprintln!("SKIPPED: the dashboard browser test: {why}");
             return;
         }
     };
