@@ -422,6 +422,29 @@ async fn drive(
             "the timeline shows both terms: {next}"
         );
 
+        // "make leader" on the first leader (a member again once it has
+        // re-registered): a transfer back, term + 2.
+        let back = format!(
+            "section[data-election=\"{ELECTION}\"] tr.member[data-holder=\"{leader}\"] button.transfer:enabled"
+        );
+        click(&c, &back).await;
+        let last = eventually("the transfer on the page", Duration::from_secs(15), || async {
+            page(&c).await.filter(|p| {
+                p["terms"].as_array().is_some_and(|t| t.contains(&json!(term + 2)))
+                    && p["leader"] == identity(&leader)
+            })
+        })
+        .await;
+        assert!(
+            last["current"].as_str().is_some_and(|t| t.contains("transfer")),
+            "the newest term began by transfer: {last}"
+        );
+        assert_eq!(
+            status(&dir, &store)["leader"],
+            json!(leader),
+            "`tenure status` agrees the transfer went back"
+        );
+
         let png = c.screenshot().await.expect("screenshot");
         let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
         std::fs::write(&path, &png).expect("write screenshot");
