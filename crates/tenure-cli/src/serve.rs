@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tenure::store::DynStore;
 use tenure::Elector;
 use tokio::net::TcpListener;
@@ -56,11 +56,23 @@ pub fn read_token(path: Option<&Path>) -> Result<Option<String>, Failure> {
 fn prometheus() -> Option<PrometheusHandle> {
     static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
     HANDLE
-        .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
-            Ok(h) => Some(h),
-            Err(e) => {
-                tracing::warn!("metrics disabled: {e}");
-                None
+        .get_or_init(|| {
+            // A histogram (buckets), not the exporter's default summary:
+            // buckets aggregate across replicas.
+            let built = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full("tenure_renew_duration_seconds".into()),
+                    &[
+                        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    ],
+                )
+                .and_then(|b| b.install_recorder());
+            match built {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    tracing::warn!("metrics disabled: {e}");
+                    None
+                }
             }
         })
         .clone()

@@ -144,6 +144,7 @@ impl Campaign {
     }
 
     fn store_failed(&mut self, what: &str, e: &Error) {
+        crate::telemetry::store_error(what);
         self.failures += 1;
         if self.failures == 1 || self.failures % 50 == 0 {
             tracing::warn!(election = %self.config.key, failures = self.failures, "{what} failed: {e}");
@@ -424,7 +425,10 @@ impl Campaign {
             .follower_call("members", async move { store.members(&key).await })
             .await?
         {
-            Ok(m) => m,
+            Ok(m) => {
+                crate::telemetry::members(&self.config.key, m.len());
+                m
+            }
             // Without the member list, wait the grace as if another member
             // were the successor: the one whose read worked goes first. (Trying
             // at once made every follower try when reads failed, on an etcd
@@ -723,6 +727,7 @@ impl Campaign {
                     self.store_ok();
                     renew_failures = 0;
                     self.note_rtt(self.now().saturating_sub(t0));
+                    crate::telemetry::renewed(&self.config.key, self.now().saturating_sub(t0));
                     deadline = self.timing().deadline(t0, self.rtt);
                     self.shared.lead(tenure.term, deadline);
                     next_renew = self.timing().next_renewal(t0);

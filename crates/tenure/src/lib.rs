@@ -232,6 +232,7 @@ mod leadership;
 mod names;
 pub mod observe;
 pub mod store;
+mod telemetry;
 // Also in the library's own unit tests, which use `testing::Instrumented`.
 #[cfg(any(test, feature = "conformance"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
