@@ -47,7 +47,7 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         // The same type as `GET /v1/elections` answers (tenure::http).
         let rows: Vec<ElectionView> = records
             .iter()
-            .zip(members.into_iter().zip(histories.into_iter()))
+            .zip(members.into_iter().zip(histories))
             .map(|(r, (m, h))| ElectionView::new(r, m, h))
             .collect();
         let text = serde_json::to_string_pretty(&rows)
