@@ -3,7 +3,8 @@
 //! SQLite store and two real `tenure run` candidates. The page must show the
 //! leader `tenure status` reports, refuse a wrong token, resign with the right
 //! one, and show the new term on its timeline. It saves a screenshot
-//! (`$CARGO_TARGET_TMPDIR/dashboard.png`).
+//! (`$CARGO_TARGET_TMPDIR/dashboard.png`). A second test cuts the store
+//! (PostgreSQL behind a blackholed proxy) and expects the stale marker.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (.ci/run installs them):
 //! without them the test is skipped with a reason, or fails when servers are
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, tenure};
+use common::{spawn_tenure, tenure, Proxy};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
@@ -159,6 +160,8 @@ async fn page(c: &Client) -> Option<Value> {
                  markup: c.querySelectorAll('i, img, script').length,
                  resignEnabled: !!b && !b.disabled,
                  notice: document.getElementById('notice').textContent,
+                 banner: document.getElementById('banner').textContent,
+                 stale: c.classList.contains('stale'),
                  conn: document.getElementById('conn').textContent,
                };"#,
             vec![json!(ELECTION)],
@@ -189,10 +192,46 @@ async fn set_token(c: &Client, token: &str) {
     click(c, "#token-save").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
-    let (chromium, driver) = match browser() {
-        Ok(b) => b,
+/// Starts chromedriver (reaped with `keep`) and opens a headless Chromium
+/// session through it.
+async fn session(chromium: &Path, driver: &Path, dir: &Path, keep: &mut Vec<Reap>) -> Client {
+    let driver_port = free_port();
+    keep.push(Reap(
+        Command::new(driver)
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver"),
+    ));
+    eventually(
+        "chromedriver to answer",
+        Duration::from_secs(20),
+        || async { get(driver_port, "/status").await.filter(|(s, _)| *s == 200) },
+    )
+    .await;
+    let profile = dir.join("chromium-profile");
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1200,900", format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    ClientBuilder::new(HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a chromium session through chromedriver")
+}
+
+/// The browser, or None after printing why the test is skipped (panics when
+/// servers are required).
+fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
+    match browser() {
+        Ok(b) => Some(b),
         Err(why) if servers::required() => {
             panic!(
                 "the dashboard test needs a browser (CI=true or TENURE_REQUIRE_SERVERS=1): {why}"
@@ -200,8 +239,15 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
         }
         Err(why) => {
             eprintln!("SKIPPED: the dashboard browser test: {why}");
-            return;
+            None
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
+    let Some((chromium, driver)) = browser_or_skip() else {
+        return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite://{}", dir.path().join("t.db").display());
@@ -265,36 +311,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     let (code, html) = get(port, "/ui").await.expect("GET /ui");
     assert_eq!(code, 200, "GET /ui: {html}");
 
-    let driver_port = free_port();
-    keep.push(Reap(
-        Command::new(&driver)
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver"),
-    ));
-    eventually(
-        "chromedriver to answer",
-        Duration::from_secs(20),
-        || async { get(driver_port, "/status").await.filter(|(s, _)| *s == 200) },
-    )
-    .await;
-    let profile = dir.path().join("chromium-profile");
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1200,900", format!("--user-data-dir={}", profile.display())],
-        }),
-    );
-    let c = ClientBuilder::new(HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("a chromium session through chromedriver");
+    let c = session(&chromium, &driver, dir.path(), &mut keep).await;
     let result = drive(&c, dir.path(), &store, port, &leader, term).await;
     let _ = c.close().await;
     if let Err(panic) = result {
@@ -453,4 +470,136 @@ async fn drive(
     })
     .await
     .map_err(|e| e.into_panic())
+}
+
+/// The store cut off behind `tenure serve` (a blackholed proxy to the shared
+/// PostgreSQL): the page keeps the last known leader, marks it stale with a
+/// banner naming the reason, and drops the marker once the store is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
+    let Some((chromium, driver)) = browser_or_skip() else {
+        return;
+    };
+    let url = servers::postgres_url();
+    if servers::connect_or_skip(&url, &Default::default())
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let parsed = url::Url::parse(&url).expect("url");
+    let upstream = format!(
+        "{}:{}",
+        parsed.host_str().expect("host"),
+        parsed.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(&upstream).await;
+    let mut via = parsed.clone();
+    via.set_port(Some(proxy.port)).expect("port");
+    let via = via.to_string();
+    // Tables of this run only: the page lists every election of its store.
+    let prefix = format!("dash{}_", std::process::id());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut keep = vec![Reap(spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--table-prefix",
+            &prefix,
+            "--election",
+            "web",
+            "--id",
+            "solo",
+            "--ttl",
+            "3s",
+            "--",
+            "sleep",
+            "600",
+        ],
+        &dir.path().join("candidate.log"),
+    ))];
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    keep.push(Reap(spawn_tenure(
+        dir.path(),
+        &[
+            "serve",
+            "--store",
+            &via,
+            "--table-prefix",
+            &prefix,
+            "--http",
+            &addr,
+            "--wait",
+        ],
+        &dir.path().join("serve.log"),
+    )));
+    eventually(
+        "tenure serve to be ready",
+        Duration::from_secs(20),
+        || async { get(port, "/readyz").await.filter(|(s, _)| *s == 200) },
+    )
+    .await;
+    let c = session(&chromium, &driver, dir.path(), &mut keep).await;
+    let result = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.goto(&format!("http://127.0.0.1:{port}/ui"))
+                .await
+                .expect("open /ui");
+            let shown = eventually("the leader, not stale", Duration::from_secs(20), || async {
+                page(&c)
+                    .await
+                    .filter(|p| p["leader"] == "solo" && p["conn"] == "live")
+            })
+            .await;
+            assert_eq!(shown["stale"], false, "stale before the cut: {shown}");
+            proxy.set_blackhole(true);
+            let cut = eventually("the stale marker", Duration::from_secs(20), || async {
+                page(&c).await.filter(|p| {
+                    p["stale"] == true
+                        && p["banner"]
+                            .as_str()
+                            .is_some_and(|b| b.contains("Stale") || b.contains("unreachable"))
+                })
+            })
+            .await;
+            assert_eq!(cut["leader"], "solo", "the last known leader stays: {cut}");
+            proxy.set_blackhole(false);
+            eventually("the marker gone", Duration::from_secs(30), || async {
+                page(&c)
+                    .await
+                    .filter(|p| p["stale"] == false && p["banner"] == "")
+            })
+            .await;
+        })
+        .await
+    };
+    let _ = c.close().await;
+    drop_tables(&url, &prefix).await;
+    if let Err(e) = result {
+        for log in ["serve.log", "candidate.log"] {
+            eprintln!(
+                "--- {log}:\n{}",
+                std::fs::read_to_string(dir.path().join(log)).unwrap_or_default()
+            );
+        }
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Best effort: this run's tables in the shared database (sqlx's Any
+/// drivers are installed: `connect_or_skip` connected first).
+async fn drop_tables(url: &str, prefix: &str) {
+    use sqlx::Connection;
+    if let Ok(mut c) = sqlx::AnyConnection::connect(url).await {
+        for t in ["leases", "members", "history", "schema"] {
+            let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
+                .execute(&mut c)
+                .await;
+        }
+        let _ = c.close().await;
+    }
 }
