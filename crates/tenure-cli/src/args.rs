@@ -286,6 +286,9 @@ pub struct ServeArgs {
     /// File holding the bearer token that enables POST resign/transfer (without it they answer 403).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// How often an idle /v1/events stream carries a keep-alive comment.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub sse_keep_alive: Duration,
     /// Keep retrying if the store is unreachable at start, instead of failing.
     #[arg(long)]
     pub wait: bool,

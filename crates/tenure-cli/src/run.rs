@@ -106,7 +106,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     // The HTTP API for the supervised election (ends with the process).
     let _http = listener.map(|l| {
         crate::serve::announce(&l);
-        crate::serve::spawn(l, store, Some(elector.clone()), token)
+        crate::serve::spawn(l, store, Some(elector.clone()), token, None)
     });
     // The guard starts now, once: starting a job later costs what it did
     // without a guard (one fork and exec).

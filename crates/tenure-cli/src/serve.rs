@@ -84,8 +84,12 @@ pub fn spawn(
     store: DynStore,
     elector: Option<Elector>,
     token: Option<String>,
+    keep_alive: Option<std::time::Duration>,
 ) -> tokio::task::JoinHandle<()> {
     let mut api = tenure::http::Api::new(store);
+    if let Some(k) = keep_alive {
+        api = api.keep_alive(k);
+    }
     if let Some(e) = elector {
         api = api.elector(e);
     }
@@ -152,7 +156,18 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
         None => None,
     };
     announce(&listener);
-    let server = spawn(listener, store, elector.clone(), token);
+    if a.sse_keep_alive.is_zero() {
+        return Err(Failure::Usage(
+            "--sse-keep-alive must be above zero (e.g. 15s)".into(),
+        ));
+    }
+    let server = spawn(
+        listener,
+        store,
+        elector.clone(),
+        token,
+        Some(a.sse_keep_alive),
+    );
     tokio::select! {
         _ = int.recv() => {}
         _ = term.recv() => {}

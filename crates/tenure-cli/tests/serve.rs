@@ -89,7 +89,8 @@ fn json(addr: &str, path: &str) -> (u16, Value) {
     let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body:?}"));
     // Every JSON answer is checked against docs/openapi.json.
     let template = match path {
-        "/" | "/v1/elections" | "/healthz" | "/readyz" => path.to_string(),
+        "/" | "/healthz" | "/readyz" => path.to_string(),
+        p if p == "/v1/elections" || p.starts_with("/v1/elections?") => "/v1/elections".into(),
         p if p.starts_with("/v1/elections/") => "/v1/elections/{namespace}/{election}".into(),
         p => panic!("no template for {p}"),
     };
@@ -284,6 +285,17 @@ async fn endpoints(url: &str, election: &str) {
     assert_eq!(cli_row["leader"], row["leader"]);
     assert_eq!(cli_row["term"], row["term"]);
 
+    // ?history=N adds the recent terms to every row; a bad N is a 400.
+    let (status, all) = json(&a.addr, "/v1/elections?history=5");
+    assert_eq!(status, 200);
+    assert!(
+        all.as_array()
+            .expect("array")
+            .iter()
+            .all(|r| r["history"].is_array()),
+        "{all}"
+    );
+    assert_eq!(json(&a.addr, "/v1/elections?history=lots").0, 400);
     // One election, with history; unknown → 404 JSON; bad name → 400 JSON.
     let (status, one) = json(&a.addr, &format!("/v1/elections/default/{election}"));
     assert_eq!(status, 200);
@@ -607,6 +619,19 @@ async fn serve_health_when_the_store_is_cut() {
             .all(|r| r["stale"] == true),
         "{all}"
     );
+    let m = get(&leader.addr, "/metrics").1;
+    assert!(
+        metric(&m, "tenure_store_errors_total{kind=\"renew\"}").is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            &format!("leader_election_master_status{{name=\"{election}\"}}")
+        ),
+        Some(0.0),
+        "{m}"
+    );
     // After its deadline the cut leader is a follower: healthy again.
     wait_until(
         "the cut leader steps down and is healthy",
@@ -672,6 +697,83 @@ fn serve_bad_addresses_exit_2_naming_them() {
         String::from_utf8_lossy(&o.stderr).contains(&addr),
         "{}",
         text(&o)
+    );
+}
+
+/// An idle event stream carries keep-alive comments at --sse-keep-alive.
+#[test]
+fn serve_sse_keep_alive_comment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let s = serve(dir.path(), &["--store", &url, "--sse-keep-alive", "200ms"]);
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let mut r = BufReader::new(c);
+    let start = Instant::now();
+    loop {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+        if line.starts_with(": keep-alive") {
+            break;
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// `tenure run --http` serves the supervised election: GET / names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_http_serves_the_supervised_election() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "job",
+            "--id",
+            "runner",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args(["--", "sleep", "30"])
+        .current_dir(dir.path())
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn tenure run");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("announced address");
+    let s = Serve {
+        addr: line
+            .trim()
+            .strip_prefix("serving http://")
+            .expect("serving line")
+            .to_string(),
+        child,
+    };
+    wait_until(
+        "run --http names its leader",
+        Duration::from_secs(10),
+        || (leader_of(&s.addr) == "runner").then_some(()),
+    )
+    .await;
+    assert_eq!(json(&s.addr, "/healthz").0, 200);
+    let m = get(&s.addr, "/metrics").1;
+    assert_eq!(
+        metric(&m, "leader_election_master_status{name=\"job\"}"),
+        Some(1.0),
+        "{m}"
     );
 }
 

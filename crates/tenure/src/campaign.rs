@@ -711,9 +711,11 @@ impl Campaign {
             };
             match renewed {
                 None => {
+                    // A renewal that never answered is a store error too.
+                    crate::telemetry::store_error("renewing the lease");
                     return self
                         .lost(&tenure, "the store did not answer before the deadline")
-                        .await
+                        .await;
                 }
                 Some(Ok(true)) if self.now() >= deadline => {
                     // The answer came at the deadline: our belief has ended

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use axum::extract::Path;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -67,19 +68,37 @@ pub(crate) async fn sidecar(state: State) -> Result<Json<serde_json::Value>, Api
     Ok(Json(serde_json::json!({ "name": name })))
 }
 
-async fn read_all(s: &Shared) -> crate::Result<Vec<ElectionView>> {
+async fn read_all(s: &Shared, history: usize) -> crate::Result<Vec<ElectionView>> {
     let store = &s.api.store;
     let mut out = Vec::new();
     for r in store.list(None).await? {
         let members = store.members(&r.key).await?;
-        out.push(ElectionView::new(&r, members, Vec::new()));
+        let history = match history {
+            0 => Vec::new(),
+            n => store.history(&r.key, n).await?,
+        };
+        out.push(ElectionView::new(&r, members, history));
     }
     Ok(out)
 }
 
-/// `GET /v1/elections`.
-pub(crate) async fn list(state: State) -> Result<Response, ApiError> {
-    match bounded(&state, read_all(&state)).await {
+/// The query of `GET /v1/elections`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    /// Also each election's recent terms (how many; at most 1,000).
+    #[serde(default)]
+    history: usize,
+}
+
+/// `GET /v1/elections[?history=N]`.
+pub(crate) async fn list(
+    state: State,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        ApiError::bad_request(format!("{e}; expected ?history=N (a number of terms)"))
+    })?;
+    match bounded(&state, read_all(&state, query.history.min(1000))).await {
         Ok(views) => {
             lock(&state).all = Some(views.clone());
             Ok(Json(views).into_response())

@@ -19,7 +19,7 @@ use super::State;
 use crate::observe::{observe, Change, ObserveOptions, Selection};
 use crate::store::{DynStore, ElectionKey};
 
-/// How often an idle stream carries a comment, so proxies keep it open.
+/// How often an idle stream carries a comment, so proxies keep it open (default).
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The shared observer and its fan-out.
@@ -95,6 +95,7 @@ impl Fanout {
 /// `GET /v1/events`.
 pub(crate) async fn sse(state: State) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (snapshot, rx) = state.events.subscribe();
+    let every = state.api.keep_alive;
     drop(state);
     let live = stream::unfold(rx, |mut rx| async move {
         loop {
@@ -110,5 +111,5 @@ pub(crate) async fn sse(state: State) -> Sse<impl Stream<Item = Result<Event, In
     let all = stream::iter(snapshot)
         .chain(live)
         .map(|line| Ok(Event::default().data(line)));
-    Sse::new(all).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+    Sse::new(all).keep_alive(KeepAlive::new().interval(every).text("keep-alive"))
 }

@@ -5,7 +5,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /` | `{"name": "<leader identity>"}` of the configured elector's election, as the Kubernetes `leader-elector` sidecar answers (`""`: no leader) |
-//! | `GET /v1/elections` | every election: [`ElectionView`]s (as `tenure status --json`) |
+//! | `GET /v1/elections[?history=N]` | every election: [`ElectionView`]s (as `tenure status --json`), with N recent terms each if asked |
 //! | `GET /v1/elections/{namespace}/{election}` | one election with its recent terms; 404 if never acquired |
 //! | `GET /v1/events` | Server-Sent Events, one [`Change`](crate::Change) per event as `tenure watch --json` prints it |
 //! | `GET /healthz` | 503 only while this process leads but has not renewed for too long (client-go's health adaptor) |
@@ -63,6 +63,7 @@ pub struct Api {
     metrics: Option<RenderMetrics>,
     history: usize,
     read_timeout: Duration,
+    keep_alive: Duration,
 }
 
 impl std::fmt::Debug for Api {
@@ -90,6 +91,7 @@ impl Api {
             metrics: None,
             history: 10,
             read_timeout: Duration::from_secs(2),
+            keep_alive: events::KEEP_ALIVE,
         }
     }
 
@@ -123,6 +125,13 @@ impl Api {
     /// last known state (default 2 s).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
+        self
+    }
+
+    /// How often an idle `GET /v1/events` stream carries a `: keep-alive`
+    /// comment, so proxies keep it open (default 15 s).
+    pub fn keep_alive(mut self, every: Duration) -> Self {
+        self.keep_alive = every;
         self
     }
 
