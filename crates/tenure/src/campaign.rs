@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, Timing};
@@ -63,7 +62,7 @@ pub(crate) struct Campaign {
 fn jittered(period: Duration) -> Duration {
     // Uniform in [period/2, period]: spreads candidates apart without making
     // anyone slower than the configured period.
-    period.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
+    period.mul_f64(crate::random::factor(0.5, 1.0))
 }
 
 impl Campaign {

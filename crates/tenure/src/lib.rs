@@ -228,6 +228,9 @@ pub mod handover;
 mod leadership;
 mod names;
 pub mod observe;
+mod random;
+#[doc(hidden)]
+pub use random::seed_thread_rng;
 pub mod store;
 // Also in the library's own unit tests, which use `testing::Instrumented`.
 #[cfg(any(test, feature = "conformance"))]

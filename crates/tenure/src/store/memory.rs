@@ -134,7 +134,15 @@ impl MemoryStore {
     }
 
     fn now_us(&self) -> i64 {
-        self.epoch_us + i64::try_from(self.clock.now().as_micros()).unwrap_or(i64::MAX / 2)
+        let now =
+            self.epoch_us + i64::try_from(self.clock.now().as_micros()).unwrap_or(i64::MAX / 2);
+        // The whole-seconds bug's hook here, as in the SQL dialects: the
+        // simulation (`tenure-chaos sim`) runs the memory store.
+        if crate::bugs::active(crate::bugs::Bug::WholeSeconds) {
+            now - now % 1_000_000
+        } else {
+            now
+        }
     }
 
     /// The acquisition itself, under the table lock.
@@ -260,10 +268,12 @@ impl LeaseStore for MemoryStore {
         let mut t = self.rows();
         match t.leases.get_mut(&tenure.key) {
             Some(row)
-                if row.holder == tenure.holder
-                    && row.term == tenure.term
-                    && row.expires_us > now
-                    && row.handover_to.is_empty() =>
+                // The renew-unchecked bug's hook, as in the SQL statements.
+                if crate::bugs::active(crate::bugs::Bug::RenewUnchecked)
+                    || (row.holder == tenure.holder
+                        && row.term == tenure.term
+                        && row.expires_us > now
+                        && row.handover_to.is_empty()) =>
             {
                 row.version += 1;
                 row.ttl_us = us(ttl);
