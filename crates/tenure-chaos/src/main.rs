@@ -87,9 +87,7 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            let expect = cli.expect_violations
-                || cli.harness.bug.is_some()
-                || cli.harness.clock_beyond_bound;
+            let expect = cli.expect_violations || cli.harness.expects_violations();
             let out_hint = cli.harness.out.clone();
             match rt.block_on(harness::run(cli.harness)) {
                 Ok(report) => {
