@@ -62,7 +62,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 5)]
     pub candidates: usize,
     /// Share of store calls hit by a fault (lost, delayed, failed).
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.35)]
     pub call_fault_rate: f64,
     /// A deliberate bug (build with --cfg tenure_chaos_bugs): the sweep must catch it.
     #[arg(long)]
@@ -203,6 +203,7 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
     let net = Arc::new(Net::new());
     let store = FaultyStore {
         world: world.clone(),
+        inner: Arc::new(world.store.client_view(Arc::new(clock.clone()))),
         net: net.clone(),
         cand: slot.name.clone(),
     };
@@ -595,9 +596,9 @@ pub fn main(cfg: SimArgs) -> ExitCode {
         std::env::set_var("TENURE_CHAOS_BUG", bug);
     }
     let expect = cfg.expect_violations();
-    let seeds: Vec<u64> = match cfg.seed {
-        Some(s) => vec![s],
-        None => (0..cfg.seeds).map(|i| cfg.first_seed + i).collect(),
+    let seeds: Box<dyn Iterator<Item = u64>> = match cfg.seed {
+        Some(s) => Box::new(std::iter::once(s)),
+        None => Box::new((0..cfg.seeds).map(|i| cfg.first_seed.wrapping_add(i))),
     };
     let wall = std::time::Instant::now();
     let (mut runs, mut faults, mut acquisitions) = (0u64, 0usize, 0usize);

@@ -49,6 +49,9 @@ impl Net {
 #[derive(Debug)]
 pub struct FaultyStore {
     pub world: Arc<World>,
+    /// The shared store, seen from this candidate (its clock rides along
+    /// for the wall-clock bug).
+    pub inner: Arc<MemoryStore>,
     pub net: Arc<Net>,
     pub cand: String,
 }
@@ -121,7 +124,7 @@ impl FaultyStore {
         }
         let fate = self.fate();
         let start = self.world.now_ns();
-        let store = self.world.store.clone();
+        let store = self.inner.clone();
         let result = match fate {
             Fate::Normal => f(store).await,
             Fate::Error => Err(self.unavailable("store error (simulated)")),
