@@ -176,6 +176,9 @@ impl Campaign {
         let key = self.config.key.clone();
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 _ = changed(&mut self.changes, Some(&key)) => {
@@ -265,6 +268,9 @@ impl Campaign {
         tokio::pin!(sleep);
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return Ok(r),
                 _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
@@ -577,6 +583,9 @@ impl Campaign {
         let mut stopping = None;
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return (Some(r), stopping),
                 _ = &mut sleep => {
                     let timeout = Error::Timeout { what, after: budget };
@@ -665,6 +674,9 @@ impl Campaign {
             let command = {
                 let sleep = self.shared.clock.sleep_until(wake);
                 tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     _ = sleep => None,
                     _ = changed(&mut self.changes, Some(&key)) => { pushed = true; None },
                     cmd = self.commands.recv() => Some(cmd),
@@ -687,6 +699,9 @@ impl Campaign {
                 let key = tenure.key.clone();
                 let store = self.store.clone();
                 let rec = tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     r = tokio::time::timeout(self.timing().leader_read_timeout, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
                     _ = self.shared.clock.sleep_until(deadline) => None,
                     cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
@@ -698,6 +713,9 @@ impl Campaign {
             }
             let t0 = self.now();
             let renewed = tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = self.store.renew(&tenure, self.timing().ttl) => Some(r),
                 _ = self.shared.clock.sleep_until(deadline) => None,
                 // A command while the store is slow: act on it now, dropping
@@ -746,6 +764,9 @@ impl Campaign {
                         // The check reads the store: it races commands and the
                         // deadline like the renewal does.
                         let target = tokio::select! {
+                            // Listed order when several are ready (not tokio\'s random pick),
+                            // so a simulation seed replays exactly; either order is handled.
+                            biased;
                             t = check => t,
                             cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
                             _ = self.shared.clock.sleep_until(deadline) => None,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tenure::clock::{Clock, Sleep};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[derive(Debug)]
@@ -29,8 +29,10 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct SimClock {
     state: Arc<Mutex<State>>,
-    /// Bumped on every change of rate, step or freeze, to re-plan sleeps.
-    changed: Arc<watch::Sender<u64>>,
+    /// Wakes sleepers on every change of rate, step or freeze, to re-plan.
+    /// A `Notify`, not a `watch`: tokio's watch wakes its receivers in a
+    /// random order (sharded), which would break one seed, one run.
+    changed: Arc<Notify>,
 }
 
 impl SimClock {
@@ -43,7 +45,7 @@ impl SimClock {
                 rate,
                 frozen: false,
             })),
-            changed: Arc::new(watch::Sender::new(0)),
+            changed: Arc::new(Notify::new()),
         }
     }
 
@@ -67,7 +69,7 @@ impl SimClock {
             Self::rebase(&mut s);
             s.rate = rate;
         }
-        self.changed.send_modify(|n| *n += 1);
+        self.changed.notify_waiters();
     }
 
     /// Steps the clock forward by `by` at once (a wall clock set by hand).
@@ -77,13 +79,13 @@ impl SimClock {
             Self::rebase(&mut s);
             s.base_local += by;
         }
-        self.changed.send_modify(|n| *n += 1);
+        self.changed.notify_waiters();
     }
 
     /// Freezes or thaws sleepers (the clock itself keeps counting).
     pub fn set_frozen(&self, frozen: bool) {
         self.lock().frozen = frozen;
-        self.changed.send_modify(|n| *n += 1);
+        self.changed.notify_waiters();
     }
 
     /// The real (tokio) instant at which this clock reaches `local`, or `None` if it
@@ -106,22 +108,23 @@ impl Clock for SimClock {
 
     fn sleep_until(&self, deadline: Duration) -> Sleep {
         let this = self.clone();
-        let mut rx = self.changed.subscribe();
         Box::pin(async move {
             loop {
-                rx.borrow_and_update();
+                // Registered before the clock is read, so no change is missed.
+                let changed = this.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
                 match this.plan(deadline) {
                     Err(true) => return,
-                    Err(false) => {
-                        // Due, but frozen: wait for the thaw.
-                        if rx.changed().await.is_err() {
-                            std::future::pending::<()>().await;
-                        }
-                    }
+                    // Due, but frozen: wait for the thaw.
+                    Err(false) => changed.await,
                     Ok(at) => {
                         tokio::select! {
+                            // Listed order when several are ready (not tokio's random pick),
+                            // so a simulation seed replays exactly; either order is handled.
+                            biased;
                             _ = tokio::time::sleep_until(at) => {}
-                            r = rx.changed() => if r.is_err() { std::future::pending::<()>().await },
+                            _ = changed => {}
                         }
                     }
                 }

@@ -142,9 +142,19 @@ pub struct World {
     max_term: AtomicU64,
     /// Tenures seen in renewals and releases, for replays.
     tenures: Mutex<Vec<Tenure>>,
+    /// Every store call, when `SIM_DUMP` names a file (to find where two
+    /// runs part).
+    trace: Option<Mutex<Vec<String>>>,
 }
 
 impl World {
+    fn trace(&self, line: impl FnOnce() -> String) {
+        if let Some(t) = &self.trace {
+            let l = format!("{} {}", self.now_ns(), line());
+            lock(t).push(l);
+        }
+    }
+
     fn rng(&self) -> std::sync::MutexGuard<'_, StdRng> {
         self.rng.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -200,7 +210,7 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
     slot.inc += 1;
     let origin = Duration::from_secs(world.rng().gen_range(1..1_000_000));
     let clock = SimClock::new(origin, slot.rate);
-    let net = Arc::new(Net::new());
+    let net = Arc::new(Net::default());
     let store = FaultyStore {
         world: world.clone(),
         inner: Arc::new(world.store.client_view(Arc::new(clock.clone()))),
@@ -247,6 +257,9 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
                         deadline = d;
                     }
                     tokio::select! {
+                        // Listed order when several are ready (not tokio\'s random pick),
+                        // so a simulation seed replays exactly; either order is handled.
+                        biased;
                         _ = l.lost() => break,
                         _ = tokio::time::sleep(Duration::from_millis(5)) => {}
                     }
@@ -277,7 +290,7 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
 fn crash(slot: &mut Slot) {
     if let Some(p) = slot.proc.take() {
         p.net.dead.store(true, Ordering::SeqCst);
-        p.net.paused.send_replace(false);
+        p.net.paused.set(false);
         for t in &p.tasks {
             t.abort();
         }
@@ -328,6 +341,7 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         faults: Mutex::new(Vec::new()),
         max_term: AtomicU64::new(0),
         tenures: Mutex::new(Vec::new()),
+        trace: std::env::var_os("SIM_DUMP").map(|_| Mutex::new(Vec::new())),
         cfg: cfg.clone(),
     });
     let mut slots: Vec<Slot> = Vec::new();
@@ -378,6 +392,17 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
     let mut by_kind = BTreeMap::new();
     for f in &faults {
         *by_kind.entry(f.kind.clone()).or_insert(0) += 1;
+    }
+    if let Ok(path) = std::env::var("SIM_DUMP") {
+        let mut all: Vec<(u64, String)> = Vec::new();
+        all.extend(events.iter().map(|e| (0, format!("{e:?}"))));
+        all.extend(faults.iter().map(|f| (f.start, format!("{f:?}"))));
+        all.extend(writes.iter().map(|w| (w.t, format!("{w:?}"))));
+        let mut text: Vec<String> = all.into_iter().map(|(_, l)| l).collect();
+        if let Some(t) = &world.trace {
+            text.extend(lock(t).iter().cloned());
+        }
+        let _ = std::fs::write(path, text.join("\n"));
     }
     let digest = {
         use std::hash::{Hash, Hasher};
@@ -440,13 +465,13 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             let Some(p) = &slot.proc else { return };
             // A stopped process: no calls out, no replies in, no work, and
             // its timers fire only when it runs again.
-            p.net.paused.send_replace(true);
+            p.net.paused.set(true);
             p.clock.set_frozen(true);
             let (net, clock) = (p.net.clone(), p.clock.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(span).await;
                 clock.set_frozen(false);
-                net.paused.send_replace(false);
+                net.paused.set(false);
             });
             slot.busy_until = now + span;
             world.record_fault("stop", &slot.name, t, heal, format!("{span:?}"));
@@ -466,11 +491,11 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
         }
         "blackhole" => {
             let Some(p) = &slot.proc else { return };
-            p.net.partitioned.send_replace(true);
+            p.net.partitioned.set(true);
             let net = p.net.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(span).await;
-                net.partitioned.send_replace(false);
+                net.partitioned.set(false);
             });
             slot.busy_until = now + span;
             world.record_fault("blackhole", &slot.name, t, heal, format!("{span:?}"));

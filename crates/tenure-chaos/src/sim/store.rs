@@ -17,31 +17,54 @@ use tenure::store::{
     LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
 use tenure::{Error, Result};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use super::World;
 
+/// A switch tasks can wait on. Not a `watch`: tokio's watch wakes its
+/// receivers in a random order (sharded), which would break one seed, one run.
+#[derive(Debug, Default)]
+pub struct Flag {
+    on: AtomicBool,
+    changed: Notify,
+}
+
+impl Flag {
+    pub fn set(&self, on: bool) {
+        self.on.store(on, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub fn get(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the switch is `on`.
+    pub async fn until(&self, on: bool) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.get() == on {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
 /// The per-incarnation switches of one candidate's process and link.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Net {
-    pub paused: watch::Sender<bool>,
-    pub partitioned: watch::Sender<bool>,
+    pub paused: Flag,
+    pub partitioned: Flag,
     pub dead: AtomicBool,
 }
 
 impl Net {
-    pub fn new() -> Self {
-        Self {
-            paused: watch::Sender::new(false),
-            partitioned: watch::Sender::new(false),
-            dead: AtomicBool::new(false),
-        }
-    }
-
     /// Waits while the process is paused.
     pub async fn running(&self) {
-        let mut rx = self.paused.subscribe();
-        let _ = rx.wait_for(|p| !*p).await;
+        self.paused.until(false).await;
     }
 }
 
@@ -113,9 +136,8 @@ impl FaultyStore {
             std::future::pending::<()>().await;
         }
         self.net.running().await;
-        if *self.net.partitioned.borrow() {
-            let mut rx = self.net.partitioned.subscribe();
-            let _ = rx.wait_for(|p| !*p).await;
+        if self.net.partitioned.get() {
+            self.net.partitioned.until(false).await;
             self.net.running().await;
             return Err(self.unavailable("partitioned (simulated)"));
         }
@@ -123,6 +145,8 @@ impl FaultyStore {
             return Err(self.unavailable("store down (simulated)"));
         }
         let fate = self.fate();
+        self.world
+            .trace(|| format!("{} {fate:?} {}", self.cand, std::any::type_name::<T>()));
         let start = self.world.now_ns();
         let store = self.inner.clone();
         let result = match fate {
