@@ -630,3 +630,42 @@ impl Run {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        a: HarnessArgs,
+    }
+
+    fn args(list: &[&str]) -> HarnessArgs {
+        P::parse_from(std::iter::once("chaos").chain(list.iter().copied())).a
+    }
+
+    #[test]
+    fn broken_assumptions_expect_violations_and_the_step_needs_sqlite() {
+        assert!(!args(&["--store", "redis"]).expects_violations());
+        assert!(args(&["--store", "redis-volatile"]).expects_violations());
+        assert!(args(&["--store-clock-step"]).expects_violations());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().to_str().expect("utf-8 path");
+        let err = rt
+            .block_on(run(args(&[
+                "--store",
+                "postgres",
+                "--store-clock-step",
+                "--out",
+                out,
+            ])))
+            .expect_err("refused");
+        assert!(err.contains("--store sqlite only"), "{err}");
+    }
+}
