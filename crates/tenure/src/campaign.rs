@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, Timing};
@@ -63,7 +62,7 @@ pub(crate) struct Campaign {
 fn jittered(period: Duration) -> Duration {
     // Uniform in [period/2, period]: spreads candidates apart without making
     // anyone slower than the configured period.
-    period.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
+    period.mul_f64(crate::random::factor(0.5, 1.0))
 }
 
 impl Campaign {
@@ -178,6 +177,9 @@ impl Campaign {
         let key = self.config.key.clone();
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 _ = changed(&mut self.changes, Some(&key)) => {
@@ -267,6 +269,9 @@ impl Campaign {
         tokio::pin!(sleep);
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return Ok(r),
                 _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
@@ -582,6 +587,9 @@ impl Campaign {
         let mut stopping = None;
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return (Some(r), stopping),
                 _ = &mut sleep => {
                     let timeout = Error::Timeout { what, after: budget };
@@ -670,6 +678,9 @@ impl Campaign {
             let command = {
                 let sleep = self.shared.clock.sleep_until(wake);
                 tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     _ = sleep => None,
                     // A lagged receiver is not a reason to read: in a process
                     // leading a thousand elections, a burst of notifications
@@ -698,6 +709,9 @@ impl Campaign {
                 let key = tenure.key.clone();
                 let store = self.store.clone();
                 let rec = tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     r = tokio::time::timeout(self.timing().leader_read_timeout, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
                     _ = self.shared.clock.sleep_until(deadline) => None,
                     cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
@@ -709,6 +723,9 @@ impl Campaign {
             }
             let t0 = self.now();
             let renewed = tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = self.store.renew(&tenure, self.timing().ttl) => Some(r),
                 _ = self.shared.clock.sleep_until(deadline) => None,
                 // A command while the store is slow: act on it now, dropping
@@ -760,6 +777,9 @@ impl Campaign {
                         // The check reads the store: it races commands and the
                         // deadline like the renewal does.
                         let target = tokio::select! {
+                            // Listed order when several are ready (not tokio\'s random pick),
+                            // so a simulation seed replays exactly; either order is handled.
+                            biased;
                             t = check => t,
                             cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
                             _ = self.shared.clock.sleep_until(deadline) => None,

@@ -377,6 +377,9 @@ impl Leadership {
                 return;
             }
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 _ = self.clock.sleep_until(wake) => {}
                 changed = rx.changed() => if changed.is_err() { return },
             }

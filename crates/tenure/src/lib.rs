@@ -231,6 +231,9 @@ pub mod http;
 mod leadership;
 mod names;
 pub mod observe;
+mod random;
+#[doc(hidden)]
+pub use random::seed_thread_rng;
 pub mod store;
 mod telemetry;
 // Also in the library's own unit tests, which use `testing::Instrumented`.
