@@ -25,6 +25,8 @@ use crate::store::ElectionKey;
 
 /// How long one sleep lasts: a statement per this period while leading.
 const SLEEP_SECS: i64 = 600;
+/// How long one sleep lasts while a bell could not be taken.
+const RETRY_SECS: i64 = 1;
 /// The pause after the bell connection failed, before opening another.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// How long to wait for our own sleep to end before killing it again.
@@ -243,8 +245,15 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             // Sleep until a ring, or until the led elections change (then
             // interrupt our own sleep from another connection).
             let changed = shared.changed.notified();
+            // A bell still held by a crashed leader's connection (the server
+            // notices the dead client within seconds) is asked for again soon.
+            let secs = if held.len() < want.len() {
+                RETRY_SECS
+            } else {
+                SLEEP_SECS
+            };
             let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
-                .bind(SLEEP_SECS)
+                .bind(secs)
                 .fetch_one(&mut *c);
             tokio::pin!(changed, sleep);
             tokio::select! {
