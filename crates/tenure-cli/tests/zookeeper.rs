@@ -199,3 +199,74 @@ fn run_and_status_on_zookeeper() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The leader's client is cut off from the ensemble (a proxy that swallows
+/// all traffic, connections left open): it must step down by its own
+/// deadline, before the ensemble expires its session and the follower,
+/// connected directly, takes over; and the follower must take over within
+/// a few TTLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_steps_down_before_the_follower_takes_over() {
+    use tenure::store::{connect, StoreOptions};
+    use tenure::Elector;
+
+    let Some(zk) = tokio::task::spawn_blocking(zk).await.unwrap() else {
+        return;
+    };
+    let proxy = common::Proxy::start(&zk.server_addr(0)).await;
+    let opts = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    let ttl = Duration::from_secs(2);
+    let a_store = connect(&format!("zk://127.0.0.1:{}", proxy.port), &opts)
+        .await
+        .expect("store via proxy");
+    let b_store = connect(&zk.url(), &opts).await.expect("direct store");
+    let a = Elector::builder(a_store)
+        .election("partition")
+        .identity("a")
+        .ttl(ttl)
+        .build()
+        .expect("elector a");
+    let a_leads = tokio::time::timeout(Duration::from_secs(10), a.acquired())
+        .await
+        .expect("a leads")
+        .expect("alive");
+    let b = Elector::builder(b_store)
+        .election("partition")
+        .identity("b")
+        .ttl(ttl)
+        .build()
+        .expect("elector b");
+    // b registered and following before the cut.
+    tokio::time::sleep(ttl / 2).await;
+    assert!(!b.is_leader());
+    proxy.set_blackhole(true);
+    let cut = std::time::Instant::now();
+    let (a_lost, b_leads) = tokio::join!(
+        async {
+            tokio::time::timeout(ttl * 2, a_leads.lost())
+                .await
+                .expect("a steps down by its deadline");
+            std::time::Instant::now()
+        },
+        async {
+            tokio::time::timeout(ttl * 5, b.acquired())
+                .await
+                .expect("b takes over")
+                .expect("alive");
+            std::time::Instant::now()
+        }
+    );
+    assert!(
+        a_lost <= b_leads,
+        "a stepped down {:?} after the cut, b took over {:?} after it",
+        a_lost - cut,
+        b_leads - cut
+    );
+    eprintln!(
+        "partition: a stepped down after {:?}, b took over after {:?}",
+        a_lost - cut,
+        b_leads - cut
+    );
+    drop(a);
+    drop(b);
+}
