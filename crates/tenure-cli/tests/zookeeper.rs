@@ -39,7 +39,11 @@ async fn tree(client: &Client) -> Vec<String> {
     while let Some(p) = todo.pop() {
         let children = client.list_children(&p).await.unwrap_or_default();
         for c in children {
-            let child = if p == "/" { format!("/{c}") } else { format!("{p}/{c}") };
+            let child = if p == "/" {
+                format!("/{c}")
+            } else {
+                format!("{p}/{c}")
+            };
             if child != "/zookeeper" {
                 out.push(child.clone());
                 todo.push(child);
@@ -97,7 +101,10 @@ fn wrong_chroot_is_a_usage_error_and_writes_nothing() {
     assert_fails(
         &["status", "--store", &url],
         2,
-        &["the chroot /no/such/chroot does not exist", "zkCli.sh create"],
+        &[
+            "the chroot /no/such/chroot does not exist",
+            "zkCli.sh create",
+        ],
     );
     assert_fails(
         &["run", "--store", &url, "--election", "e", "--", "true"],
@@ -115,7 +122,9 @@ fn a_tree_another_program_owns_is_refused_untouched() {
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
     rt.block_on(async {
         let _ = client.create("/foreign", b"", &opts).await;
-        let _ = client.create("/foreign/tenure_", b"kafka brokers", &opts).await;
+        let _ = client
+            .create("/foreign/tenure_", b"kafka brokers", &opts)
+            .await;
         let _ = client.create("/foreign/tenure_/ids", b"", &opts).await;
     });
     let before = rt.block_on(tree(&client));
@@ -131,7 +140,10 @@ fn a_tree_another_program_owns_is_refused_untouched() {
     assert_eq!(rt.block_on(tree(&client)), before, "nothing written");
     // Another prefix in the same chroot is fine.
     let dir = tempfile::tempdir().unwrap();
-    let out = tenure(dir.path(), &["status", "--store", &url, "--table-prefix", "elections"]);
+    let out = tenure(
+        dir.path(),
+        &["status", "--store", &url, "--table-prefix", "elections"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 

@@ -63,7 +63,9 @@ impl ZkEnsemble {
     /// 60 s) until every one answers `ruok` and a quorum serves (`srvr`).
     pub fn start(n: usize) -> std::io::Result<Self> {
         let classpath = classpath().ok_or_else(|| {
-            std::io::Error::other("no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)")
+            std::io::Error::other(
+                "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
+            )
         })?;
         let base = Some(Path::new("/dev/shm"))
             .filter(|p| p.is_dir())
@@ -135,7 +137,12 @@ impl ZkEnsemble {
             .arg("-c")
             .arg(r#"java "$@" </dev/null & j=$!; read _; kill -9 $j; wait $j"#)
             .arg("sh")
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"])
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto",
+            ])
             .arg("-Dzookeeper.admin.enableServer=false")
             .arg("-cp")
             .arg(&self.classpath)

@@ -37,7 +37,10 @@ async fn a_ttl_longer_than_the_granted_session_timeout_is_a_usage_error() {
         .unwrap_err();
     assert!(err.is_usage(), "{err:?}");
     assert!(err.to_string().contains("maxSessionTimeout"), "{err}");
-    assert!(store.read(&key).await.expect("read").is_none(), "nothing written");
+    assert!(
+        store.read(&key).await.expect("read").is_none(),
+        "nothing written"
+    );
     // At the bound it works.
     let got = store
         .try_acquire(&claim(&key, "a#1", Duration::from_secs(60)))
@@ -112,7 +115,9 @@ async fn terms_survive_a_server_restart() {
     };
     zk.kill(0);
     zk.restart(0).expect("restart");
-    let store = connect(&zk.url(), &opts()).await.expect("store after restart");
+    let store = connect(&zk.url(), &opts())
+        .await
+        .expect("store after restart");
     let Acquire::Acquired(rec) = store
         .try_acquire(&claim(&key, "b#1", ttl))
         .await

@@ -10,7 +10,13 @@ use crate::store::{ElectionKey, EndReason, HistoryRecord, StartReason};
 
 impl Inner {
     /// Records a term's end (best effort: the lease decisions never read it).
-    pub(super) async fn close_history(&self, key: &ElectionKey, term: u64, reason: &str, at_us: i64) {
+    pub(super) async fn close_history(
+        &self,
+        key: &ElectionKey,
+        term: u64,
+        reason: &str,
+        at_us: i64,
+    ) {
         let Ok(c) = self.main().await else { return };
         let path = self.history_path(key, term);
         let Ok((data, stat)) = c.get_data(&path).await else {
@@ -24,7 +30,9 @@ impl Inner {
         }
         h.end_reason = reason.to_string();
         h.end_at_us = Some(at_us);
-        let Ok(b) = serde_json::to_vec(&h) else { return };
+        let Ok(b) = serde_json::to_vec(&h) else {
+            return;
+        };
         if let Err(e) = c.set_data(&path, &b, Some(stat.version)).await {
             tracing::debug!(election = %key, term, "history not updated: {e}");
         }
@@ -48,7 +56,11 @@ impl Inner {
         }
     }
 
-    pub(super) async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+    pub(super) async fn history(
+        &self,
+        key: &ElectionKey,
+        limit: usize,
+    ) -> Result<Vec<HistoryRecord>> {
         let c = self.main().await?;
         let dir = format!("{}/history", self.dir(key));
         let mut terms: Vec<u64> = match c.list_children(&dir).await {

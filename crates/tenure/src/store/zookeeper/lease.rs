@@ -51,11 +51,10 @@ impl Inner {
                 )));
             }
             if let Some((h, stat)) = snap.handover() {
-                let until = stat.ctime.saturating_mul(1000).saturating_add(
-                    i64::try_from(h.window_ms)
-                        .unwrap_or(0)
-                        .saturating_mul(1000),
-                );
+                let until = stat
+                    .ctime
+                    .saturating_mul(1000)
+                    .saturating_add(i64::try_from(h.window_ms).unwrap_or(0).saturating_mul(1000));
                 let open_to_us = h.to == "*" || h.to == identity_of(&claim.holder);
                 if until > now && !open_to_us {
                     return Ok(Acquire::Held(this.record(key, &snap, now)?));
@@ -75,19 +74,18 @@ impl Inner {
                 }
                 None => 1,
             };
-            let (start_reason, previous_holder, previous_expires) =
-                match (&expired_leader, &prev) {
-                    (Some((lv, _, exp)), _) => ("expiry".to_string(), Some(lv.holder.clone()), *exp),
-                    (None, None) => ("first".to_string(), None, 0),
-                    (None, Some(s)) if s.holder.is_some() && s.end_reason.is_empty() => {
-                        // Its session expired and took the leader znode.
-                        ("expiry".to_string(), s.holder.clone(), now)
-                    }
-                    (None, Some(s)) if s.end_reason == "released" => {
-                        ("release".to_string(), None, s.ended_at_us)
-                    }
-                    (None, Some(s)) => (s.end_reason.clone(), None, s.ended_at_us),
-                };
+            let (start_reason, previous_holder, previous_expires) = match (&expired_leader, &prev) {
+                (Some((lv, _, exp)), _) => ("expiry".to_string(), Some(lv.holder.clone()), *exp),
+                (None, None) => ("first".to_string(), None, 0),
+                (None, Some(s)) if s.holder.is_some() && s.end_reason.is_empty() => {
+                    // Its session expired and took the leader znode.
+                    ("expiry".to_string(), s.holder.clone(), now)
+                }
+                (None, Some(s)) if s.end_reason == "released" => {
+                    ("release".to_string(), None, s.ended_at_us)
+                }
+                (None, Some(s)) => (s.end_reason.clone(), None, s.ended_at_us),
+            };
             let lv = LeaderValue {
                 holder: claim.holder.clone(),
                 term,
@@ -123,7 +121,8 @@ impl Inner {
             let handover_path = this.node(key, "handover");
             let history_path = this.history_path(key, term);
             let mut w = session.new_multi_writer();
-            let add = |r: std::result::Result<(), ZkError>| r.map_err(|e| this.map(&leader_path, e));
+            let add =
+                |r: std::result::Result<(), ZkError>| r.map_err(|e| this.map(&leader_path, e));
             if let Some((_, version, _)) = &expired_leader {
                 add(w.add_delete(&leader_path, Some(*version)))?;
             }
@@ -305,8 +304,8 @@ impl Inner {
                 Err(ZkError::NoNode) => return Ok(None),
                 Err(e) => return Err(self.map(&path, e)),
             };
-            let mut lv: LeaderValue = serde_json::from_slice(&data)
-                .map_err(|e| self.protocol(format!("{path}: {e}")))?;
+            let mut lv: LeaderValue =
+                serde_json::from_slice(&data).map_err(|e| self.protocol(format!("{path}: {e}")))?;
             lv.handover = Some(HandoverValue {
                 to: to.column().to_string(),
                 reason: reason.to_string(),

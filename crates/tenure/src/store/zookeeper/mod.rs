@@ -114,7 +114,12 @@ impl std::fmt::Debug for ZkStore {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for (_, t) in self.watched.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+        for (_, t) in self
+            .watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+        {
             t.abort();
         }
     }
@@ -296,13 +301,21 @@ impl Inner {
 
     /// Creates an election's persistent directories once per store.
     async fn ensure_dir(&self, key: &ElectionKey) -> Result<()> {
-        if self.dirs.lock().unwrap_or_else(|p| p.into_inner()).contains(key) {
+        if self
+            .dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+        {
             return Ok(());
         }
         let c = self.main().await?;
         let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
         let dir = self.dir(key);
-        let ns = dir.rsplit_once('/').map(|(n, _)| n.to_string()).unwrap_or_default();
+        let ns = dir
+            .rsplit_once('/')
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default();
         for p in [
             ns,
             dir.clone(),

@@ -43,7 +43,7 @@ pub(super) fn us(d: Duration) -> i64 {
 pub(super) fn client_now_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| us(d))
+        .map(us)
         .unwrap_or(0)
 }
 
@@ -64,7 +64,9 @@ impl Inner {
         for (r, n) in res.into_iter().zip(names) {
             nodes.push(match r {
                 MultiReadResult::Data { data, stat } => Some((data, stat)),
-                MultiReadResult::Error { err: ZkError::NoNode } => None,
+                MultiReadResult::Error {
+                    err: ZkError::NoNode,
+                } => None,
                 MultiReadResult::Error { err } => return Err(self.map(&self.node(key, n), err)),
                 _ => return Err(self.protocol("a data read returned something else")),
             });
@@ -134,8 +136,9 @@ impl Inner {
                 }
                 if let Some(h) = &lv.handover {
                     rec.handover = Handover::from_column(&h.to);
-                    rec.handover_until_us = now_us
-                        .saturating_add(i64::try_from(h.window_ms).unwrap_or(0).saturating_mul(1000));
+                    rec.handover_until_us = now_us.saturating_add(
+                        i64::try_from(h.window_ms).unwrap_or(0).saturating_mul(1000),
+                    );
                 }
             }
             None if st.holder.is_some() && st.end_reason.is_empty() => {
@@ -175,7 +178,10 @@ impl Inner {
         let root = self.elections_root();
         let namespaces = match namespace {
             Some(ns) => vec![super::paths::seg(ns)],
-            None => c.list_children(&root).await.map_err(|e| self.map(&root, e))?,
+            None => c
+                .list_children(&root)
+                .await
+                .map_err(|e| self.map(&root, e))?,
         };
         let mut keys = Vec::new();
         for ns in namespaces {

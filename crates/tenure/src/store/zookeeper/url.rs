@@ -33,11 +33,9 @@ pub(super) fn parse(url: &str) -> Result<ZkUrl> {
     let digest = match userinfo {
         None => None,
         Some(u) => match u.split_once(':') {
-            Some((user, pass)) if !user.is_empty() => Some(format!(
-                "{}:{}",
-                percent_decode(user),
-                percent_decode(pass)
-            )),
+            Some((user, pass)) if !user.is_empty() => {
+                Some(format!("{}:{}", percent_decode(user), percent_decode(pass)))
+            }
             _ => return Err(bad("credentials must be user:password".into())),
         },
     };
@@ -57,13 +55,21 @@ pub(super) fn parse(url: &str) -> Result<ZkUrl> {
         }
     }
     let chroot = chroot.trim_end_matches('/');
-    if chroot.split('/').skip(1).any(|s| s.is_empty() || s == "." || s == "..") {
+    if chroot
+        .split('/')
+        .skip(1)
+        .any(|s| s.is_empty() || s == "." || s == "..")
+    {
         return Err(bad(format!("chroot {chroot:?} is not a valid znode path")));
     }
     let connect = format!("{hosts}{chroot}");
     Ok(ZkUrl {
         connect,
-        chroot: if chroot.is_empty() { "/".into() } else { chroot.into() },
+        chroot: if chroot.is_empty() {
+            "/".into()
+        } else {
+            chroot.into()
+        },
         digest,
     })
 }
@@ -87,7 +93,14 @@ mod tests {
         let u = parse("zk://bob:s%40cret@h1:2181").unwrap();
         assert_eq!(u.digest.as_deref(), Some("bob:s@cret"));
         assert_eq!(u.chroot, "/");
-        for bad in ["zk://", "zk://h1", "zk://h1:x", "zk://h:1//a", "zk://h:1?x=1", "zk://a:SECRET@h1"] {
+        for bad in [
+            "zk://",
+            "zk://h1",
+            "zk://h1:x",
+            "zk://h:1//a",
+            "zk://h:1?x=1",
+            "zk://a:SECRET@h1",
+        ] {
             let e = parse(bad).unwrap_err();
             assert!(e.is_usage(), "{bad}: {e}");
             assert!(!e.to_string().contains("SECRET"), "{e}");

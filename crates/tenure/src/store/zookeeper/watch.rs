@@ -20,7 +20,9 @@ impl Inner {
                 return;
             }
         }
-        let Ok(client) = this.main().await else { return };
+        let Ok(client) = this.main().await else {
+            return;
+        };
         let path = this.node(key, "leader");
         let mut watcher = match client.watch(&path, AddWatchMode::Persistent).await {
             Ok(w) => w,
