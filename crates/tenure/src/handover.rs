@@ -1,7 +1,8 @@
 //! Resignation and transfer requested from any process (`tenure resign`,
 //! `tenure transfer`), without talking to the leader directly: the request is
-//! written on the lease, the leader's next renewal fails, and it steps down in
-//! favour of the named member (or anyone).
+//! written on the lease, the store pushes it to the leader's process (or, if
+//! that push is lost, the leader's next renewal fails), and the leader steps
+//! down in favour of the named member (or anyone).
 
 use std::time::Duration;
 

@@ -154,9 +154,13 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
 
     // Count keep-alive rounds over 9 renew periods (ttl/3 each).
     let before = etcd.keep_alive_rounds();
+    let txns_before = etcd.renewal_transactions();
+    let beats_before = etcd.heartbeat_transactions();
     let window = Duration::from_secs(6);
     tokio::time::sleep(window).await;
     let rounds = etcd.keep_alive_rounds() - before;
+    let txns = etcd.renewal_transactions() - txns_before;
+    let beats = etcd.heartbeat_transactions() - beats_before;
     let periods = (window.as_millis() / (ttl / 3).as_millis()) as u64;
     eprintln!(
         "keep-alive rounds in {window:?}: {rounds} for 20 elections ({periods} renew periods; unshared: >= {})",
@@ -166,6 +170,19 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     assert!(
         rounds <= 2 * periods + 6,
         "{rounds} keep-alive rounds in {periods} renew periods"
+    );
+    // The renewals' checks of their own keys share transactions too (one
+    // per renew instant, each lease judged in a nested transaction of its own).
+    eprintln!("renewal transactions in {window:?}: {txns} for 20 elections; heartbeat transactions {beats}");
+    // Each leader heartbeats every 1.5 TTLs (about 40 in the window), on a
+    // grid of TTL/2: a few transactions.
+    assert!(
+        (1..=8).contains(&beats),
+        "{beats} heartbeat transactions in {window:?} for 20 elections"
+    );
+    assert!(
+        txns <= periods + 6,
+        "{txns} renewal transactions in {periods} renew periods for 20 elections"
     );
     for e in &electors {
         assert!(e.is_leader(), "still leading");

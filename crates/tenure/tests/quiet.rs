@@ -401,3 +401,106 @@ async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
     })
     .await;
 }
+
+/// `tenure resign` from another process (another store instance on the same
+/// URL), asked just after a renewal: the leader hears of the request from the
+/// store's push, not at its next renewal (ttl/3 = 10 s later), and the
+/// follower takes over. The bound
+/// (2 s) is generous against the figures (milliseconds) and far below a renew
+/// period.
+async fn resign_reaches_the_leader_at_once(name: &str, url: String) {
+    let options = StoreOptions::default();
+    let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let follower_store = tenure::store::connect(&url, &options)
+        .await
+        .expect("follower store");
+    let requester = tenure::store::connect(&url, &options)
+        .await
+        .expect("requester store");
+    let election = format!("resign-push-{:08x}", rand::random::<u32>());
+    let ttl = Duration::from_secs(30);
+    let build = |store: DynStore, id: &str| {
+        Elector::builder(store)
+            .election(election.clone())
+            .identity(id)
+            .ttl(ttl)
+            .build()
+            .expect("elector")
+    };
+    let counted = Arc::new(Instrumented::new(leader_store));
+    let leader = build(counted.clone() as DynStore, "leader");
+    let leadership = leader.acquired().await.expect("leads");
+    let follower = build(follower_store, "follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "{name}: follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Ask just after a renewal, so the next one is a whole renew period away.
+    let renewals = counted.calls(Op::Renew);
+    let start = Instant::now();
+    while counted.calls(Op::Renew) == renewals {
+        assert!(start.elapsed() < ttl / 2, "{name}: the leader renews");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let asked = Instant::now();
+    tenure::handover::resign(
+        &requester,
+        &tenure::store::ElectionKey::new("default", &election),
+    )
+    .await
+    .expect("resign request");
+    tokio::time::timeout(Duration::from_secs(2), leadership.lost())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{name}: the leader did not hear of the resign request within 2 s")
+        });
+    let stepped_down = asked.elapsed();
+    tokio::time::timeout(Duration::from_secs(2), follower.acquired())
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the follower did not take over within 2 s"))
+        .expect("follower leads");
+    eprintln!(
+        "{name}: leader stepped down {stepped_down:?} after the request, follower led {:?} after it",
+        asked.elapsed()
+    );
+    follower.shutdown().await.expect("shutdown");
+    leader.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_a_postgres_leader_at_once() {
+    resign_reaches_the_leader_at_once("postgres", servers::postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_a_mariadb_leader_at_once() {
+    resign_reaches_the_leader_at_once("mariadb", servers::mysql_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_a_sqlite_leader_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    resign_reaches_the_leader_at_once("sqlite", url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_a_redis_leader_at_once() {
+    resign_reaches_the_leader_at_once("redis", servers::redis_url()).await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_an_etcd_leader_at_once() {
+    let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    resign_reaches_the_leader_at_once("etcd", etcd.url()).await;
+}

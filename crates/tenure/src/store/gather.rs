@@ -134,12 +134,19 @@ impl<S: Statement> Batched<S> {
             let me = self.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(GATHER).await;
+                // The statements of one batch go out together, not one after
+                // another: a thousand renewals in ten statements must not
+                // wait ten round trips.
+                let mut sending = tokio::task::JoinSet::new();
                 for (group, mut pending) in me.queue.take() {
                     while !pending.is_empty() {
                         let rest = pending.split_off(pending.len().min(S::CHUNK));
-                        me.flush(group, std::mem::replace(&mut pending, rest)).await;
+                        let chunk = std::mem::replace(&mut pending, rest);
+                        let me = me.clone();
+                        sending.spawn(async move { me.flush(group, chunk).await });
                     }
                 }
+                while sending.join_next().await.is_some() {}
             });
         }
         let answer = rx

@@ -34,6 +34,12 @@ impl Wakeups {
         let _ = self.tx.send(Some(key));
     }
 
+    /// The sender, for a task that must not keep the store alive.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn downgrade(&self) -> Weak<Sender> {
+        Arc::downgrade(&self.tx)
+    }
+
     /// A new subscriber; the first call spawns `listen` on the current tokio
     /// runtime. `None` outside a runtime (callers then poll).
     pub(super) fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>

@@ -162,6 +162,10 @@ impl Inner {
                     lease_id,
                     ttl: claim.ttl,
                     sweep_after: started + claim.ttl,
+                    state: State {
+                        term: Some(term),
+                        ..state
+                    },
                 },
             );
         }

@@ -189,6 +189,10 @@ impl EtcdStore {
                 active,
             ))
         });
+        let batches = super::batch::Batches::new(super::batch::Caller {
+            client: client.clone(),
+            described: described.clone(),
+        });
         let inner = Arc::new(Inner {
             endpoints,
             client,
@@ -201,6 +205,7 @@ impl EtcdStore {
             watcher,
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
+            batches,
         });
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);

@@ -202,6 +202,14 @@ impl ProcessLease {
         self.fresh(store, true).await
     }
 
+    /// The lease's id if a round found it alive less than its TTL ago.
+    fn known_alive(&self) -> Option<i64> {
+        let conn = self.conn.try_lock().ok()?;
+        let (id, at) = conn.alive_at?;
+        let ttl = Duration::from_secs(u64::try_from(self.secs).ok()?);
+        (conn.id == Some(id) && at.elapsed() < ttl).then_some(id)
+    }
+
     /// A lease alive for its full TTL from a moment after this call started:
     /// kept alive, or granted afresh if it had expired.
     pub(super) async fn fresh(&self, store: &Inner, gather: bool) -> Result<i64> {
@@ -250,6 +258,20 @@ impl Inner {
             .entry(secs)
             .or_insert_with(|| Arc::new(ProcessLease::new(secs)))
             .clone()
+    }
+
+    /// The ids of this store's process leases that are certainly alive now:
+    /// a round found them alive less than their TTL ago. (A lease busy in a
+    /// round is left out; callers then ask etcd.)
+    pub(super) async fn own_live_leases(&self) -> Vec<i64> {
+        let leases: Vec<Arc<ProcessLease>> = self
+            .leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        leases.iter().filter_map(|l| l.known_alive()).collect()
     }
 
     /// Remaining TTL of a lease, in whole seconds; `None` if it is gone.

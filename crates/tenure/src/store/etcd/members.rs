@@ -13,28 +13,107 @@ use super::sweeper::HeldMember;
 use super::values::MemberValue;
 use super::Inner;
 use crate::error::Result;
-use crate::store::{identity_of, ElectionKey, Member, MemberRecord};
+use crate::store::{identity_of, ElectionKey, LeaseRecord, Member, MemberRecord};
 
 impl Inner {
-    pub(super) async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        let started = Instant::now();
-        let id = (member.key.clone(), member.holder.clone());
+    /// Marks the registration as kept up by this process (for the sweeper)
+    /// and returns the member lease to name in its value. Membership is about
+    /// liveness, not safety: a lease round from the last half of the
+    /// registration's TTL will do (the lease then lives at least that long).
+    async fn member_lease(&self, member: &Member, ttl: Duration, started: Instant) -> Result<i64> {
         {
             let mut held = self.held();
-            let m = held.members.entry(id.clone()).or_insert(HeldMember {
-                ttl,
-                sweep_after: started + ttl,
-                mod_rev: 0,
-            });
+            let m = held
+                .members
+                .entry((member.key.clone(), member.holder.clone()))
+                .or_insert(HeldMember {
+                    ttl,
+                    sweep_after: started + ttl,
+                    mod_rev: 0,
+                    joined_at_us: 0,
+                });
             m.sweep_after = m.sweep_after.max(started + ttl);
             m.ttl = ttl;
         }
-        // Membership is about liveness, not safety: a round of the process
-        // lease from the last third of the TTL will do.
-        let lease = self.process_lease(ttl);
-        let lease_id = lease.recent(self, ttl / 3).await?;
-        let mk = format!("{}{}", self.member_prefix(&member.key), seg(&member.holder));
+        self.process_lease(ttl).recent(self, ttl / 2).await
+    }
 
+    fn member_key(&self, member: &Member) -> String {
+        format!("{}{}", self.member_prefix(&member.key), seg(&member.holder))
+    }
+
+    /// The registration's value as of now.
+    fn member_value(
+        &self,
+        member: &Member,
+        ttl: Duration,
+        lease: i64,
+        joined: i64,
+        now: i64,
+    ) -> Result<Vec<u8>> {
+        let v = MemberValue {
+            metadata: member.metadata.clone(),
+            priority: member.priority,
+            joined_at_us: joined,
+            heartbeat_at_us: now,
+            ttl_ms: ttl.as_millis() as u64,
+            lease,
+        };
+        serde_json::to_vec(&v).map_err(|e| self.protocol(e.to_string()))
+    }
+
+    /// After a heartbeat that applied at `revision`: (re-)tracked even if
+    /// swept meanwhile, the key exists again.
+    fn heartbeat_applied(
+        &self,
+        member: &Member,
+        ttl: Duration,
+        started: Instant,
+        revision: i64,
+        joined: i64,
+    ) {
+        let mut held = self.held();
+        let m = held
+            .members
+            .entry((member.key.clone(), member.holder.clone()))
+            .or_insert(HeldMember {
+                ttl,
+                sweep_after: started + ttl,
+                mod_rev: 0,
+                joined_at_us: joined,
+            });
+        m.sweep_after = m.sweep_after.max(started + ttl);
+        m.mod_rev = revision;
+        m.joined_at_us = joined;
+    }
+
+    /// What this process last wrote for the registration: its revision and
+    /// join time, if it wrote one.
+    fn last_heartbeat(&self, member: &Member) -> Option<(i64, i64)> {
+        let held = self.held();
+        let m = held
+            .members
+            .get(&(member.key.clone(), member.holder.clone()))?;
+        (m.mod_rev > 0).then_some((m.mod_rev, m.joined_at_us))
+    }
+
+    pub(super) async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        let started = Instant::now();
+        let lease_id = self.member_lease(member, ttl, started).await?;
+        let mk = self.member_key(member);
+        // The usual case: the key is as this process last wrote it, so the
+        // write needs no read first, and joins the heartbeats of this instant.
+        if let Some((rev, joined)) = self.last_heartbeat(member) {
+            let v = self.member_value(member, ttl, lease_id, joined, now_us())?;
+            let beat = Txn::new()
+                .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, rev)])
+                .and_then([TxnOp::put(mk.clone(), v, None)]);
+            let group = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+            if let (true, revision) = self.batches.heartbeats.call(group, beat).await? {
+                self.heartbeat_applied(member, ttl, started, revision, joined);
+                return Ok(());
+            }
+        }
         let old = self
             .get(mk.clone(), None)
             .await
@@ -49,15 +128,7 @@ impl Inner {
             ),
             None => (now, 0),
         };
-        let v = MemberValue {
-            metadata: member.metadata.clone(),
-            priority: member.priority,
-            joined_at_us: joined,
-            heartbeat_at_us: now,
-            ttl_ms: ttl.as_millis() as u64,
-            lease: lease_id,
-        };
-        let v = serde_json::to_vec(&v).map_err(|e| self.protocol(e.to_string()))?;
+        let v = self.member_value(member, ttl, lease_id, joined, now)?;
         // Conditional on what we read, so seniority (the key's create
         // revision) survives concurrent heartbeats; a lost race is harmless.
         let txn = Txn::new()
@@ -66,18 +137,41 @@ impl Inner {
         let r = self.txn(txn).await.map_err(|e| self.map_err(e))?;
         if r.succeeded() {
             if let Some(h) = r.header() {
-                // (Re-)tracked even if swept meanwhile: the key exists again.
-                let mut held = self.held();
-                let m = held.members.entry(id).or_insert(HeldMember {
-                    ttl,
-                    sweep_after: started + ttl,
-                    mod_rev: 0,
-                });
-                m.sweep_after = m.sweep_after.max(started + ttl);
-                m.mod_rev = h.revision();
+                self.heartbeat_applied(member, ttl, started, h.revision(), joined);
             }
         }
         Ok(())
+    }
+
+    /// A follower's regular call: the heartbeat rides in the snapshot's
+    /// transaction as a nested one, conditional on the registration being as
+    /// this process last wrote it (no read of it first). Without such a
+    /// write (the first heartbeat, or someone else changed the key), the
+    /// heartbeat goes on its own first.
+    pub(super) async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        let started = Instant::now();
+        let Some((rev, joined)) = self.last_heartbeat(member) else {
+            self.heartbeat(member, ttl).await?;
+            return self.read(&member.key).await;
+        };
+        let lease_id = self.member_lease(member, ttl, started).await?;
+        let mk = self.member_key(member);
+        let v = self.member_value(member, ttl, lease_id, joined, now_us())?;
+        let beat = Txn::new()
+            .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, rev)])
+            .and_then([TxnOp::put(mk, v, None)]);
+        let ((snap, _), beat) = self.snapshot_with(&member.key, Some(beat)).await?;
+        match beat {
+            Some((true, revision)) => {
+                self.heartbeat_applied(member, ttl, started, revision, joined)
+            }
+            _ => self.heartbeat(member, ttl).await?,
+        }
+        self.record(&member.key, &snap).await
     }
 
     pub(super) async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
@@ -147,18 +241,21 @@ impl Inner {
     }
 
     pub(super) async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        let prefix = self.member_prefix(key);
-
-        let resp = self
-            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(|e| self.map_err(e))?;
+        // The member lists of the reaps of one instant are read together.
+        let kvs = self
+            .batches
+            .member_reads
+            .call(0, self.member_prefix(key))
+            .await?;
+        let own = self.own_live_leases().await;
         let mut reaped = 0;
-        for kv in resp.kvs() {
+        for kv in &kvs {
             let lease = serde_json::from_slice::<MemberValue>(kv.value())
                 .map(|m| m.lease)
                 .unwrap_or(0);
-            if self.lease_ttl(lease).await?.is_some() {
+            // Registrations on this process's own live lease (the leader's
+            // own, usually) need no question to etcd.
+            if own.contains(&lease) || self.lease_ttl(lease).await?.is_some() {
                 continue;
             }
             let txn = Txn::new()

@@ -35,10 +35,13 @@
 //!   us); it creates the lease key on that lease. The **term is the revision
 //!   of that transaction**, so terms increase strictly across the whole
 //!   cluster but are not dense.
-//! * **Renew**: one transaction comparing the lease key's `create_revision`
-//!   with the term, its value with the holder and the hand-over key's absence,
-//!   concurrently with a keep-alive sent after the call started; both must
-//!   succeed. The key then lives at least `ttl` past the call's start.
+//! * **Renew**: a nested transaction comparing the lease key's
+//!   `create_revision` with the term, its value with the holder and lease and
+//!   the hand-over key's absence (and then rewriting the state's informational
+//!   times), concurrently with a keep-alive sent after the call started; both
+//!   must succeed. The key then lives at least `ttl` past the call's start.
+//!   The nested transactions of one renew instant travel in one transaction
+//!   (up to 100 each), judged one by one.
 //! * **Times** other than expiry (`acquired_at_us`, `renewed_at_us`,
 //!   `expires_at_us`, member heartbeats, history times) come from the client's
 //!   clock and are informational only; no decision compares them.
@@ -56,6 +59,7 @@
 //! encrypted on the wire); they never appear in errors or logs.
 
 mod acquire;
+mod batch;
 mod clock;
 mod connect;
 mod end;
@@ -118,6 +122,8 @@ struct Inner {
     /// still naming the holder), per election and term: followers measure the
     /// succession grace from there, since etcd does not say when a lease expired.
     freed_seen: Mutex<HashMap<(ElectionKey, u64), i64>>,
+    /// Renewals, heartbeats and reaps' reads of one instant, gathered.
+    batches: batch::Batches,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -164,6 +170,20 @@ impl EtcdStore {
         leases.values().map(|l| l.sent.load(Ordering::SeqCst)).sum()
     }
 
+    /// Transactions sent by renewals so far. For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn renewal_transactions(&self) -> u64 {
+        self.inner.batches.renewals.statements()
+    }
+
+    /// Transactions sent by member heartbeats that were batched (a first
+    /// heartbeat, or one after a conflict, reads the key first and goes on its
+    /// own). For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn heartbeat_transactions(&self) -> u64 {
+        self.inner.batches.heartbeats.statements()
+    }
+
     /// Tenures and member registrations this store is tracking on its process
     /// leases (for the sweeper). For tests.
     #[doc(hidden)]
@@ -185,7 +205,8 @@ impl LeaseStore for EtcdStore {
             push_acquisitions: true,
             fenced_transactions: false,
             // One keep-alive of the process lease serves every renewal of a
-            // renew instant (each still checks its own key, read-only).
+            // renew instant, and one transaction carries the checks of up to
+            // 100 of them (each judged in a nested transaction of its own).
             batch_renew: true,
             durable: true,
             min_ttl: SECOND,
@@ -212,6 +233,13 @@ impl LeaseStore for EtcdStore {
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.inner.heartbeat(member, ttl).await
+    }
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.inner.heartbeat_and_read(member, ttl).await
     }
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         self.inner.leave(key, holder).await

@@ -49,24 +49,48 @@ pub(super) fn first_range(resp: &TxnOpResponse) -> Option<KeyValue> {
 
 impl Inner {
     pub(super) async fn snapshot(&self, key: &ElectionKey) -> Result<(Snapshot, i64)> {
-        let txn = Txn::new().and_then([
+        let (snap, _) = self.snapshot_with(key, None).await?;
+        Ok(snap)
+    }
+
+    /// A snapshot, with `also` (a write of this process's own, such as a
+    /// member heartbeat) as a nested transaction in the same request; its
+    /// outcome comes back as (compares held, revision).
+    pub(super) async fn snapshot_with(
+        &self,
+        key: &ElectionKey,
+        also: Option<Txn>,
+    ) -> Result<((Snapshot, i64), Option<(bool, i64)>)> {
+        let mut ops = vec![
             TxnOp::get(self.k("lease", key), None),
             TxnOp::get(self.k("state", key), None),
             TxnOp::get(self.k("handover", key), None),
-        ]);
-        let resp = self.txn(txn).await.map_err(|e| self.map_err(e))?;
+        ];
+        let nested = also.is_some();
+        ops.extend(also.map(TxnOp::txn));
+        let resp = self
+            .txn(Txn::new().and_then(ops))
+            .await
+            .map_err(|e| self.map_err(e))?;
         let ops = resp.op_responses();
-        if ops.len() != 3 {
+        if ops.len() != 3 + usize::from(nested) {
             return Err(self.protocol("a snapshot read returned the wrong number of results"));
         }
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let also = match ops.get(3) {
+            Some(TxnOpResponse::Txn(t)) => Some((t.succeeded(), rev)),
+            _ => None,
+        };
         Ok((
-            Snapshot {
-                lease: first_range(&ops[0]),
-                state: first_range(&ops[1]),
-                handover: first_range(&ops[2]),
-            },
-            rev,
+            (
+                Snapshot {
+                    lease: first_range(&ops[0]),
+                    state: first_range(&ops[1]),
+                    handover: first_range(&ops[2]),
+                },
+                rev,
+            ),
+            also,
         ))
     }
 

@@ -41,6 +41,8 @@ pub(super) struct HeldTenure {
     /// the elector's own deadline is before this, so past it nobody believes
     /// in this tenure and the sweeper may delete its key.
     pub(super) sweep_after: Instant,
+    /// The state the acquisition wrote: renewals rewrite it with their times.
+    pub(super) state: super::values::State,
 }
 
 pub(super) struct PendingAcquire {
@@ -54,6 +56,8 @@ pub(super) struct HeldMember {
     pub(super) sweep_after: Instant,
     /// The member key's revision as our last heartbeat wrote it (0: none yet).
     pub(super) mod_rev: i64,
+    /// When the registration was first written (kept across heartbeats).
+    pub(super) joined_at_us: i64,
 }
 
 /// Counts an acquisition in progress for the sweeper, until dropped.

@@ -23,11 +23,14 @@
 //! | `after.rs` | the queue of notifications and history rows that follow a change |
 //! | `batch.rs` | many renewals in one statement |
 //! | `push.rs` | PostgreSQL LISTEN/NOTIFY |
+//! | `bell.rs` | MySQL/MariaDB: a leader's doorbell for hand-over requests |
 //! | `fenced.rs` | transactions fenced by the lease |
 //! | `schema.rs`, `errors.rs`, `tls.rs` | schema versions, error mapping, TLS parameters |
 
 mod after;
 mod batch;
+#[cfg(feature = "mysql")]
+mod bell;
 mod connect;
 mod decode;
 mod dialect;

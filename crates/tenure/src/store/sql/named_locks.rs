@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
+use super::bell::{bell_name, Bell};
 use crate::store::wakeups::Wakeups;
 use crate::store::{Changes, ElectionKey};
 
@@ -73,14 +74,18 @@ pub(super) struct NamedLocks {
     /// Lock frees started by [`Self::spawn_ended`] and not yet awaited by
     /// [`Self::settle`].
     freeing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The leader's doorbell: hand-over requests from other processes.
+    bell: Bell,
 }
 
 impl NamedLocks {
     pub(super) fn new(pool: AnyPool, prefix: &str) -> Self {
+        let wakeups = Wakeups::new();
         Self {
+            bell: Bell::new(pool.clone(), wakeups.downgrade()),
             pool,
             prefix: prefix.to_string(),
-            wakeups: Wakeups::new(),
+            wakeups,
             held: tokio::sync::Mutex::new((None, HashSet::new())),
             waiting: Arc::new(Mutex::new(HashSet::new())),
             freeing: Mutex::new(Vec::new()),
@@ -111,6 +116,7 @@ impl NamedLocks {
     /// After acquiring `key`: hold its lock while leading (best effort).
     pub(super) async fn leading(&self, key: &ElectionKey) {
         let name = self.name(key);
+        self.bell.leading(bell_name(&name), key);
         let mut held = self.held.lock().await;
         if held.1.contains(&name) {
             return;
@@ -168,6 +174,7 @@ impl NamedLocks {
 
     async fn ended(&self, key: &ElectionKey) {
         let name = self.name(key);
+        self.bell.ended(&bell_name(&name));
         let mut held = self.held.lock().await;
         if !held.1.remove(&name) {
             return;
@@ -188,6 +195,12 @@ impl NamedLocks {
             }
             held.1.clear();
         }
+    }
+
+    /// After a hand-over request on `key`: wakes its leader's process, if
+    /// it has a doorbell, so the leader acts on the request at once.
+    pub(super) async fn ring(&self, key: &ElectionKey) {
+        self.bell.ring(&bell_name(&self.name(key))).await;
     }
 
     /// After a read found `key` held by someone else for `ttl`: wait for its

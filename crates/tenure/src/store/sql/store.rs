@@ -333,6 +333,9 @@ impl LeaseStore for SqlStore {
             return Ok(None);
         }
         self.notify(key).await;
+        if let Some(locks) = &self.named_locks {
+            locks.ring(key).await;
+        }
         self.read(key).await
     }
 

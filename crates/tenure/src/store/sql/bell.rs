@@ -1,0 +1,333 @@
+//! MySQL/MariaDB: a leader's doorbell, so that a resign or transfer asked by
+//! another process reaches the leader in milliseconds rather than at its next
+//! renewal. MySQL has no notifications, and a named lock can only be freed
+//! by the connection holding it, so the leader keeps one connection of its own
+//! asleep in `SELECT SLEEP(..)` holding one *bell* lock per election it leads.
+//! A process that has just marked a hand-over request finds that connection
+//! with `IS_USED_LOCK(bell)` and interrupts its sleep with `KILL QUERY`, which
+//! wakes the leaders of that process: they read the lease and act on the
+//! request. (MySQL lets an account kill its own statements without any
+//! privilege; a requester logged in as another account without
+//! `CONNECTION_ADMIN`/`SUPER` cannot, and the leader then hears of the
+//! request at its next renewal, as before.)
+//!
+//! Like the election locks, the bell is a wake-up signal only: the hand-over
+//! itself is the conditional write, and a missed ring costs a renew period.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use sqlx::{AnyConnection, AnyPool, Connection, Row};
+
+use crate::store::wakeups::Sender;
+use crate::store::ElectionKey;
+
+/// How long one sleep lasts: a statement per this period while leading.
+const SLEEP_SECS: i64 = 600;
+/// The pause after the bell connection failed, before opening another.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+/// How long to wait for our own sleep to end before killing it again.
+const KILL_REPEAT: Duration = Duration::from_millis(100);
+/// How long a call on the bell connection may take once interrupted.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A bell lock's name: the election lock's name and a suffix (at most 64
+/// characters, as named locks must be).
+pub(super) fn bell_name(lock_name: &str) -> String {
+    format!("{lock_name}_bell")
+}
+
+/// The elections this process leads, shared with the bell task.
+#[derive(Debug, Default)]
+struct Led {
+    /// Bell name → election.
+    keys: Mutex<HashMap<String, ElectionKey>>,
+    changed: tokio::sync::Notify,
+}
+
+/// The doorbell of one store; the task runs while the store lives and
+/// something is led.
+#[derive(Debug)]
+pub(super) struct Bell {
+    led: Arc<Led>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pool: AnyPool,
+    wake: Weak<Sender>,
+}
+
+impl Drop for Bell {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            t.abort();
+        }
+    }
+}
+
+impl Bell {
+    pub(super) fn new(pool: AnyPool, wake: Weak<Sender>) -> Self {
+        Self {
+            led: Arc::default(),
+            task: Mutex::new(None),
+            pool,
+            wake,
+        }
+    }
+
+    /// This process leads `key`: hold its bell.
+    pub(super) fn leading(&self, name: String, key: &ElectionKey) {
+        {
+            let mut keys = self.led.keys.lock().unwrap_or_else(|p| p.into_inner());
+            if keys.insert(name, key.clone()).is_some() {
+                return;
+            }
+        }
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if task.as_ref().is_none_or(|t| t.is_finished()) {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let (led, pool, wake) = (
+                    Arc::downgrade(&self.led),
+                    self.pool.clone(),
+                    self.wake.clone(),
+                );
+                *task = Some(rt.spawn(ring_loop(led, pool, wake)));
+            }
+        }
+        self.led.changed.notify_one();
+    }
+
+    /// This process no longer leads `key`.
+    pub(super) fn ended(&self, name: &str) {
+        let removed = self
+            .led
+            .keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name)
+            .is_some();
+        if removed {
+            self.led.changed.notify_one();
+        }
+    }
+
+    /// After a hand-over request on `name`'s election: interrupts the sleep
+    /// of whichever connection holds that bell (best effort).
+    pub(super) async fn ring(&self, name: &str) {
+        let holder = sqlx::query("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|r| r.try_get::<Option<i64>, _>(0));
+        let id = match holder {
+            Ok(Some(id)) => id,
+            Ok(None) => return, // no bell: an older leader, or none
+            Err(e) => {
+                tracing::debug!("doorbell not found: {e}");
+                return;
+            }
+        };
+        // KILL takes no placeholders; the id is an integer from the server.
+        if let Err(e) = sqlx::raw_sql(&format!("KILL QUERY {id}"))
+            .execute(&self.pool)
+            .await
+        {
+            tracing::debug!(
+                "doorbell not rung ({e}); the leader hears of the request at its next renewal"
+            );
+        }
+    }
+}
+
+/// Whether an error is the interruption of a statement by `KILL QUERY`
+/// (`ER_QUERY_INTERRUPTED`, SQLSTATE 70100).
+fn interrupted(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code().as_deref() == Some("70100") || d.message().contains("interrupted")
+        }
+        _ => false,
+    }
+}
+
+/// The outcome of one statement on the bell connection.
+enum Outcome {
+    Done,
+    /// Interrupted by a ring.
+    Rung,
+    /// The connection failed.
+    Broken,
+}
+
+fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done,
+        Err(e) if interrupted(&e) => Outcome::Rung,
+        Err(e) => {
+            tracing::debug!("doorbell connection failed: {e}");
+            Outcome::Broken
+        }
+    }
+}
+
+/// Holds the bells of the led elections and sleeps; a ring wakes every
+/// leader of this process (one read each; renewals are not affected).
+async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
+    let mut conn: Option<(AnyConnection, i64)> = None;
+    let mut held: HashSet<String> = HashSet::new();
+    loop {
+        let Some(shared) = led.upgrade() else { return };
+        let want: HashMap<String, ElectionKey> = shared
+            .keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if want.is_empty() {
+            // Nothing led: close the connection (frees every bell) and wait.
+            if let Some((c, _)) = conn.take() {
+                let _ = c.close().await;
+            }
+            held.clear();
+            shared.changed.notified().await;
+            continue;
+        }
+        if conn.is_none() {
+            conn = open(&pool).await;
+            if conn.is_none() {
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+        }
+        let Some((c, id)) = conn.as_mut() else {
+            continue;
+        };
+        let mut rung = false;
+        let mut broken = false;
+        let stale: Vec<String> = held
+            .iter()
+            .filter(|n| !want.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in stale {
+            let r = call(c, sqlx::query("SELECT RELEASE_LOCK(?)").bind(name.clone())).await;
+            match outcome(r) {
+                Outcome::Done => {
+                    held.remove(&name);
+                }
+                Outcome::Rung => rung = true,
+                Outcome::Broken => broken = true,
+            }
+        }
+        let missing: Vec<&String> = want.keys().filter(|n| !held.contains(*n)).collect();
+        for name in missing {
+            if broken {
+                break;
+            }
+            let got = tokio::time::timeout(
+                CALL_TIMEOUT,
+                sqlx::query("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
+                    .bind(name.as_str())
+                    .fetch_one(&mut *c),
+            )
+            .await;
+            match got {
+                Ok(Ok(row)) => {
+                    if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(0) {
+                        held.insert(name.clone());
+                    }
+                }
+                Ok(Err(e)) if interrupted(&e) => rung = true,
+                _ => broken = true,
+            }
+        }
+        if !broken && !rung {
+            // Sleep until a ring, or until the led elections change (then
+            // interrupt our own sleep from another connection).
+            let changed = shared.changed.notified();
+            let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
+                .bind(SLEEP_SECS)
+                .fetch_one(&mut *c);
+            tokio::pin!(changed, sleep);
+            tokio::select! {
+                // The sleep first, so its statement is on its way before a
+                // pending change interrupts it.
+                biased;
+                r = &mut sleep => match r {
+                    // SLEEP answers 1 when interrupted.
+                    Ok(row) => rung = matches!(row.try_get::<Option<i64>, _>(0), Ok(Some(1))),
+                    Err(e) if interrupted(&e) => rung = true,
+                    Err(_) => broken = true,
+                },
+                _ = &mut changed => {
+                    // A KILL that reaches the server before the SLEEP does
+                    // interrupts nothing: repeat it until the sleep ends.
+                    let until = tokio::time::Instant::now() + CALL_TIMEOUT;
+                    loop {
+                        let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(&pool).await;
+                        match tokio::time::timeout(KILL_REPEAT, &mut sleep).await {
+                            Ok(Ok(_)) => break,
+                            Ok(Err(e)) if interrupted(&e) => break,
+                            Ok(Err(_)) => {
+                                broken = true;
+                                break;
+                            }
+                            Err(_) if tokio::time::Instant::now() >= until => {
+                                broken = true;
+                                break;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+        }
+        drop(shared);
+        if rung {
+            if let Some(tx) = wake.upgrade() {
+                for key in want.into_values() {
+                    let _ = tx.send(Some(key));
+                }
+            }
+        }
+        if broken {
+            // Closing frees every bell; the next round opens another.
+            if let Some((c, _)) = conn.take() {
+                let _ = c.close().await;
+            }
+            held.clear();
+            tokio::time::sleep(RECONNECT_PAUSE).await;
+        }
+    }
+}
+
+/// A connection of its own (outside the pool: it sleeps for long) and its id.
+async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
+    let mut c = match pool.acquire().await {
+        Ok(c) => c.detach(),
+        Err(e) => {
+            tracing::debug!("no connection for the doorbell: {e}");
+            return None;
+        }
+    };
+    let id = sqlx::query("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+        .fetch_one(&mut c)
+        .await
+        .and_then(|r| r.try_get::<i64, _>(0));
+    match id {
+        Ok(id) => Some((c, id)),
+        Err(e) => {
+            tracing::debug!("doorbell connection id not read: {e}");
+            None
+        }
+    }
+}
+
+/// One statement on the bell connection, bounded.
+async fn call<'q>(
+    c: &mut AnyConnection,
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> std::result::Result<(), sqlx::Error> {
+    match tokio::time::timeout(CALL_TIMEOUT, q.execute(&mut *c)).await {
+        Ok(r) => r.map(|_| ()),
+        Err(_) => Err(sqlx::Error::PoolTimedOut),
+    }
+}
