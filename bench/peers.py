@@ -257,7 +257,11 @@ class Group:
             self.start(i)
 
     def job(self, i):
-        return f'echo "$(date +%s%N) c{i}" >> {self.log}; exec sleep 100000'
+        # Exits at once on SIGTERM (a job that ignores it, like a bare
+        # `sleep` run as the init of tenure's PID namespace, would be killed
+        # only after the supervisor's grace, and measure that grace).
+        return (f'echo "$(date +%s%N) c{i}" >> {self.log}; '
+                "trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 100000 & s=$!; wait $s")
 
     def start(self, i):
         self.procs[i] = subprocess.Popen(
@@ -329,7 +333,7 @@ class Group:
             time.sleep(0.05)
         return None, None
 
-    def trial(self, sig, within=120):
+    def trial(self, sig, within=20):
         leader, n = self.stable_leader()
         if leader is None:
             return None
@@ -362,6 +366,7 @@ def main():
     ap.add_argument("--crash-trials", type=int, default=5)
     ap.add_argument("--idle", type=float, default=30)
     ap.add_argument("--only", default="")
+    ap.add_argument("--with-rows", default="", help="JSON lines of rows from an earlier run to report together")
     a = ap.parse_args()
     missing = []
     tenure = next((p for p in [os.path.join(TARGET, "release", "tenure"), os.path.join(TARGET, "debug", "tenure")]
@@ -372,6 +377,7 @@ def main():
     servers = Servers(tmp, missing)
     venv_py, kazoo_v = kazoo_python(missing) if servers.zk else (None, None)
     rows = []
+    g = None
     try:
         syss = systems(servers, tenure, venv_py, missing)
         if a.only:
@@ -380,10 +386,15 @@ def main():
             print(f"== {s.name}", flush=True)
             r = {"name": s.name, "note": s.note}
             g = Group(s, 2, tmp)
-            grace = [x for x in (g.trial(signal.SIGTERM) for _ in range(a.trials)) if x is not None]
-            r["graceful"] = grace
+            got = [g.trial(signal.SIGTERM) for _ in range(a.trials)]
+            r["graceful"] = [x for x in got if x is not None]
+            misses = [f"{got.count(None)} of {len(got)} SIGTERMs moved nothing within 20 s"] if None in got else []
             if s.crash:
-                r["crash"] = [x for x in (g.trial(signal.SIGKILL) for _ in range(a.crash_trials)) if x is not None]
+                got = [g.trial(signal.SIGKILL) for _ in range(a.crash_trials)]
+                r["crash"] = [x for x in got if x is not None]
+                if None in got:
+                    misses.append(f"{got.count(None)} of {len(got)} SIGKILLs moved nothing within 20 s")
+            r["note"] = "; ".join([n for n in [s.note] + misses if n])
             g.stop()
             g = Group(s, 10, tmp)
             leader, _ = g.stable_leader()
@@ -399,7 +410,14 @@ def main():
             print(json.dumps(r), flush=True)
             rows.append(r)
     finally:
+        if g:
+            g.stop()
         servers.stop()
+    if a.with_rows:
+        with open(a.with_rows) as fh:
+            earlier = [json.loads(l) for l in fh if l.startswith("{")]
+        names = {r["name"] for r in rows}
+        rows = [r for r in earlier if r["name"] not in names] + rows
     report(rows, missing, tenure, kazoo_v, a)
 
 
