@@ -156,11 +156,13 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     let before = etcd.keep_alive_rounds();
     let txns_before = etcd.renewal_transactions();
     let beats_before = etcd.heartbeat_transactions();
+    let reads_before = etcd.heartbeat_reads();
     let window = Duration::from_secs(6);
     tokio::time::sleep(window).await;
     let rounds = etcd.keep_alive_rounds() - before;
     let txns = etcd.renewal_transactions() - txns_before;
     let beats = etcd.heartbeat_transactions() - beats_before;
+    let beat_reads = etcd.heartbeat_reads() - reads_before;
     let periods = (window.as_millis() / (ttl / 3).as_millis()) as u64;
     eprintln!(
         "keep-alive rounds in {window:?}: {rounds} for 20 elections ({periods} renew periods; unshared: >= {})",
@@ -173,12 +175,21 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     );
     // The renewals' checks of their own keys share transactions too (one
     // per renew instant, each lease judged in a nested transaction of its own).
-    eprintln!("renewal transactions in {window:?}: {txns} for 20 elections; heartbeat transactions {beats}");
+    eprintln!(
+        "renewal transactions in {window:?}: {txns} for 20 elections; \
+         heartbeat transactions {beats}, heartbeats with a read first {beat_reads}"
+    );
     // Each leader heartbeats every 1.5 TTLs (about 40 in the window), on a
     // grid of TTL/2: a few transactions.
     assert!(
         (1..=8).contains(&beats),
         "{beats} heartbeat transactions in {window:?} for 20 elections"
+    );
+    // Each registration was written by this process before the window: no
+    // heartbeat needs to read its key first.
+    assert_eq!(
+        beat_reads, 0,
+        "{beat_reads} heartbeats read their member key first in {window:?}"
     );
     assert!(
         txns <= periods + 6,

@@ -29,7 +29,9 @@ impl Caller {
     /// failures: every nested transaction is a compare-and-set and every read
     /// a read, so a repeat of one that was in fact applied changes nothing
     /// but informational times.
-    async fn send(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnOpResponse>, String> {
+    /// Also answers the transaction's revision: every write in it, nested
+    /// or not, is at that revision (nested responses carry no header).
+    async fn send(&self, ops: Vec<TxnOp>) -> Result<(Vec<TxnOpResponse>, i64), String> {
         let outer = Txn::new().and_then(ops);
         let resp = retry(&self.client, |mut c| {
             let outer = outer.clone();
@@ -37,7 +39,8 @@ impl Caller {
         })
         .await
         .map_err(|e| map_client_error(&self.described, e).to_string())?;
-        Ok(resp.op_responses())
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        Ok((resp.op_responses(), revision))
     }
 }
 
@@ -54,15 +57,11 @@ impl Statement for Nested {
 
     async fn send(&self, _group: i64, txns: Vec<&Txn>) -> Result<Vec<(bool, i64)>, String> {
         let ops = txns.iter().map(|t| TxnOp::txn((*t).clone())).collect();
-        self.0
-            .send(ops)
-            .await?
+        let (responses, revision) = self.0.send(ops).await?;
+        responses
             .into_iter()
             .map(|r| match r {
-                TxnOpResponse::Txn(nested) => Ok((
-                    nested.succeeded(),
-                    nested.header().map(|h| h.revision()).unwrap_or(0),
-                )),
+                TxnOpResponse::Txn(nested) => Ok((nested.succeeded(), revision)),
                 other => Err(format!("a batched transaction answered {other:?}")),
             })
             .collect()
@@ -88,9 +87,8 @@ impl Statement for PrefixReads {
             .iter()
             .map(|p| TxnOp::get(p.as_str(), Some(GetOptions::new().with_prefix())))
             .collect();
-        self.0
-            .send(ops)
-            .await?
+        let (responses, _) = self.0.send(ops).await?;
+        responses
             .into_iter()
             .map(|r| match r {
                 TxnOpResponse::Get(g) => Ok(g.kvs().to_vec()),

@@ -206,6 +206,7 @@ impl EtcdStore {
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
             batches,
+            heartbeat_reads: Default::default(),
         });
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);

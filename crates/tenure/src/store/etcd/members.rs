@@ -114,6 +114,8 @@ impl Inner {
                 return Ok(());
             }
         }
+        self.heartbeat_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let old = self
             .get(mk.clone(), None)
             .await

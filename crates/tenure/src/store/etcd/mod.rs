@@ -124,6 +124,8 @@ struct Inner {
     freed_seen: Mutex<HashMap<(ElectionKey, u64), i64>>,
     /// Renewals, heartbeats and reaps' reads of one instant, gathered.
     batches: batch::Batches,
+    /// Heartbeats that read the member key first (tests and benchmarks).
+    heartbeat_reads: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -182,6 +184,13 @@ impl EtcdStore {
     #[doc(hidden)]
     pub fn heartbeat_transactions(&self) -> u64 {
         self.inner.batches.heartbeats.statements()
+    }
+
+    /// Member heartbeats that had to read the key first (a first heartbeat,
+    /// or one after someone else changed the key). For tests.
+    #[doc(hidden)]
+    pub fn heartbeat_reads(&self) -> u64 {
+        self.inner.heartbeat_reads.load(Ordering::Relaxed)
     }
 
     /// Tenures and member registrations this store is tracking on its process
