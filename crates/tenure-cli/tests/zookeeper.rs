@@ -32,7 +32,8 @@ fn assert_fails(args: &[&str], code: i32, needles: &[&str]) -> String {
     all
 }
 
-/// Every znode path under `/` except ZooKeeper's own.
+/// Every znode path under `/` except ZooKeeper's own and the `/cli-*`
+/// chroots of the tests that write (they run concurrently on one server).
 async fn tree(client: &Client) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = vec!["/".to_string()];
@@ -44,7 +45,7 @@ async fn tree(client: &Client) -> Vec<String> {
             } else {
                 format!("{p}/{c}")
             };
-            if child != "/zookeeper" {
+            if child != "/zookeeper" && !child.starts_with("/cli-") {
                 out.push(child.clone());
                 todo.push(child);
             }
@@ -52,6 +53,17 @@ async fn tree(client: &Client) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Creates `path` (a chroot of the tests that write) and returns its URL.
+fn chroot(zk: &ZkEnsemble, path: &str) -> String {
+    let rt = rt();
+    rt.block_on(async {
+        let client = Client::connect(&zk.hosts()).await.unwrap();
+        let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let _ = client.create(path, b"", &opts).await;
+    });
+    format!("{}{path}", zk.url())
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -169,7 +181,7 @@ fn acl_denied_names_the_znode_and_the_fix() {
 #[test]
 fn run_and_status_on_zookeeper() {
     let Some(zk) = zk() else { return };
-    let url = format!("{}/", zk.url());
+    let url = chroot(zk, "/cli-run");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("run.log");
     let marker = dir.path().join("started");
@@ -225,13 +237,19 @@ async fn a_partitioned_leader_steps_down_before_the_follower_takes_over() {
     let Some(zk) = tokio::task::spawn_blocking(zk).await.unwrap() else {
         return;
     };
+    let chrooted = tokio::task::spawn_blocking(move || chroot(zk, "/cli-partition"))
+        .await
+        .unwrap();
     let proxy = common::Proxy::start(&zk.server_addr(0)).await;
     let opts = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
     let ttl = Duration::from_secs(2);
-    let a_store = connect(&format!("zk://127.0.0.1:{}", proxy.port), &opts)
-        .await
-        .expect("store via proxy");
-    let b_store = connect(&zk.url(), &opts).await.expect("direct store");
+    let a_store = connect(
+        &format!("zk://127.0.0.1:{}/cli-partition", proxy.port),
+        &opts,
+    )
+    .await
+    .expect("store via proxy");
+    let b_store = connect(&chrooted, &opts).await.expect("direct store");
     let a = Elector::builder(a_store)
         .election("partition")
         .identity("a")

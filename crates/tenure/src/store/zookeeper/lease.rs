@@ -30,7 +30,11 @@ impl Inner {
         this.ensure_dir(key).await?;
         // Armed before the acquisition, so a hand-over request cannot be missed.
         Inner::watch(this, key).await;
-        for _ in 0..3 {
+        for attempt in 0..3 {
+            if attempt > 0 {
+                // Lost a race, or read a stale server: catch up first.
+                this.sync(key).await?;
+            }
             let snap = this.snapshot(key).await?;
             // The ZooKeeper leader's clock, read after the snapshot.
             let now = this.server_now_us().await?;
@@ -241,6 +245,7 @@ impl Inner {
     ) -> Result<bool> {
         let key = &tenure.key;
         let c = self.main().await?;
+        self.sync(key).await?;
         let snap = self.snapshot(key).await?;
         let Some((lv, stat)) = snap.leader() else {
             return Ok(false);
@@ -298,6 +303,7 @@ impl Inner {
     ) -> Result<Option<LeaseRecord>> {
         let c = self.main().await?;
         let path = self.node(key, "leader");
+        self.sync(key).await?;
         for _ in 0..3 {
             let (data, stat) = match c.get_data(&path).await {
                 Ok(r) => r,

@@ -48,6 +48,21 @@ pub(super) fn client_now_us() -> i64 {
 }
 
 impl Inner {
+    /// Brings the server of the read session up to date with the ZooKeeper
+    /// leader. Reads are served by whichever server a session is connected
+    /// to, and a write of another session (this process's TTL session, or
+    /// another process) may not have reached it yet: decisions that act on
+    /// a read (release, hand-over, a request, a retried acquisition) sync
+    /// first, so they never act on a view older than their own writes.
+    pub(super) async fn sync(&self, key: &ElectionKey) -> Result<()> {
+        let c = self.main().await?;
+        let dir = self.dir(key);
+        match c.sync(&dir).await {
+            Ok(()) | Err(ZkError::NoNode) => Ok(()),
+            Err(e) => Err(self.map(&dir, e)),
+        }
+    }
+
     pub(super) async fn snapshot(&self, key: &ElectionKey) -> Result<Snapshot> {
         let c = self.main().await?;
         let names = ["leader", "state", "handover", "term"];
