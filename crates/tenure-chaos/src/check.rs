@@ -98,6 +98,21 @@ pub fn check(
     }
     let writes: Vec<Write_> =
         read_lines(&crate::resource::Resource::log_path(&out.join("resource")));
+    check_history(&events, &writes, ttl, start, end, faults, seed)
+}
+
+/// The checks over a recorded history, wherever it came from: the chaos
+/// harness's files ([`check`]) or the deterministic simulation's memory
+/// (`crate::sim`). Times are nanoseconds on one shared clock.
+pub fn check_history(
+    events: &[Event],
+    writes: &[Write_],
+    ttl: Duration,
+    start: u64,
+    end: u64,
+    faults: &[Fault],
+    seed: u64,
+) -> Report {
     let ttl_ns = ttl.as_nanos() as u64;
     let mut violations = Vec::new();
 
@@ -112,7 +127,7 @@ pub fn check(
 
     // Belief intervals from leader-only writes.
     let mut by_tenure: BTreeMap<(String, u32, u64), Interval> = BTreeMap::new();
-    for w in &writes {
+    for w in writes {
         let iv = by_tenure
             .entry((w.cand.clone(), w.inc, w.term))
             .or_insert(Interval {
@@ -134,7 +149,7 @@ pub fn check(
         let lo = t.saturating_sub(2 * ttl_ns);
         let hi = t + ttl_ns;
         let mut lines: Vec<(u64, String)> = Vec::new();
-        for e in &events {
+        for e in events {
             match e {
                 Event::Acquired { cand, inc, term, t } if (lo..=hi).contains(t) => {
                     lines.push((*t, format!("{cand}#{inc} acquired term {term}")));
@@ -189,7 +204,7 @@ pub fn check(
     for (_, term, who) in &acquisitions {
         holders.entry(*term).or_default().insert(who.clone());
     }
-    for w in &writes {
+    for w in writes {
         holders
             .entry(w.term)
             .or_default()
@@ -289,7 +304,7 @@ pub fn check(
 
     // 5. lost() not later than the deadline (unless the process was stopped then).
     let mut max_late = 0.0f64;
-    for e in &events {
+    for e in events {
         if let Event::Lost {
             cand,
             inc,

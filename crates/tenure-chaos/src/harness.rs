@@ -19,7 +19,9 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.
 #[derive(Debug, clap::Args)]
 pub struct HarnessArgs {
     /// `sqlite`, `mariadb`, `postgres`, `redis` or `zk` (private server instances that the harness
-    /// may crash and restart), or a store URL (never restarted).
+    /// may crash and restart), `redis-volatile` (a private Redis without persistence, which
+    /// loses acknowledged writes on restart: SAFETY.md's A4 broken, violations expected),
+    /// or a store URL (never restarted).
     #[arg(long, default_value = "sqlite")]
     pub store: String,
     /// How long to inject faults.
@@ -46,6 +48,23 @@ pub struct HarnessArgs {
     /// Clock faults use rates beyond the documented 1% drift bound (0.7x for every candidate but c1, which keeps true time); violations are then expected.
     #[arg(long)]
     pub clock_beyond_bound: bool,
+    /// SQLite only: every second candidate (c1, c3, ...) runs with its wall clock, which is SQLite's
+    /// store clock for their statements, one TTL (whole seconds) ahead: the
+    /// store's clock stepped forward beyond the margin (SAFETY.md's A2
+    /// broken); violations are then expected.
+    #[arg(long)]
+    pub store_clock_step: bool,
+}
+
+impl HarnessArgs {
+    /// Whether this run breaks a safety assumption or the build on purpose,
+    /// so that violations are expected (the self-checks).
+    pub fn expects_violations(&self) -> bool {
+        self.bug.is_some()
+            || self.clock_beyond_bound
+            || self.store_clock_step
+            || self.store == "redis-volatile"
+    }
 }
 
 struct Candidate {
@@ -104,6 +123,13 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         // must run the same broken build as the candidates.
         std::env::set_var("TENURE_CHAOS_BUG", bug);
     }
+    if args.store_clock_step && args.store != "sqlite" {
+        return Err(
+            "--store-clock-step applies to --store sqlite only (its store clock is \
+             the wall clock of the process running the statement)"
+                .to_string(),
+        );
+    }
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut server = match args.store.as_str() {
         "mariadb" => Some(Private::Db(
@@ -126,6 +152,19 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?,
+        )),
+        // A4 broken on purpose: no persistence at all, so a restart loses
+        // every acknowledged write, terms included (docs/redis.md).
+        "redis-volatile" => Some(Private::Db(
+            tokio::task::spawn_blocking(|| {
+                Server::start_with(
+                    Kind::Redis,
+                    ServerOptions::default().with_args(&["--appendonly", "no", "--save", ""]),
+                )
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?,
         )),
         // Persistent (AOF, fsync on every write): a restart fault must not
         // forget terms; an unpersisted Redis would, as docs/redis.md says.
@@ -226,7 +265,8 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     for i in 0..run.args.candidates {
         // A clock offset for some from the start: the wall-clock bug shows at once.
         let clock_faults = kinds.iter().any(|k| k == "clock");
-        let all = run.args.clock_beyond_bound || run.args.bug.is_some();
+        let all =
+            run.args.clock_beyond_bound || run.args.bug.is_some() || run.args.store_clock_step;
         let fake = (clock_faults && (all || run.rng.gen_bool(0.4))).then(|| run.random_faketime(i));
         let c = run.spawn(i, 0, fake.clone())?;
         run.cands.push(c);
@@ -303,6 +343,17 @@ impl Run {
         // A per-process offset would model a situation that cannot occur there
         // (and that no SQLite-based design survives), so SQLite candidates get
         // rate changes only.
+        if self.args.store_clock_step {
+            // Every other candidate's statements see the store's clock a
+            // TTL ahead: when a true-clock candidate leads, they find its
+            // lease expired while it still believes.
+            let step = if idx % 2 == 1 {
+                self.args.ttl.as_secs_f64().ceil().max(1.0) as u64
+            } else {
+                0
+            };
+            return format!("+{step}s x1.0");
+        }
         let hours = if self.sqlite {
             0
         } else {
@@ -498,7 +549,7 @@ impl Run {
         let leader = self.leader_index().await;
         // Self-checks aim every fault at the leader, so a broken build cannot
         // slip through on a lucky draw.
-        let p_leader = if self.args.bug.is_some() || self.args.clock_beyond_bound {
+        let p_leader = if self.args.expects_violations() {
             1.0
         } else {
             0.6
@@ -587,5 +638,44 @@ impl Run {
             other => return Err(format!("unknown fault kind {other:?}")),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        a: HarnessArgs,
+    }
+
+    fn args(list: &[&str]) -> HarnessArgs {
+        P::parse_from(std::iter::once("chaos").chain(list.iter().copied())).a
+    }
+
+    #[test]
+    fn broken_assumptions_expect_violations_and_the_step_needs_sqlite() {
+        assert!(!args(&["--store", "redis"]).expects_violations());
+        assert!(args(&["--store", "redis-volatile"]).expects_violations());
+        assert!(args(&["--store-clock-step"]).expects_violations());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().to_str().expect("utf-8 path");
+        let err = rt
+            .block_on(run(args(&[
+                "--store",
+                "postgres",
+                "--store-clock-step",
+                "--out",
+                out,
+            ])))
+            .expect_err("refused");
+        assert!(err.contains("--store sqlite only"), "{err}");
     }
 }

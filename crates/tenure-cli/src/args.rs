@@ -28,6 +28,8 @@ pub enum Command {
     Transfer(TransferArgs),
     /// Stream leadership changes as they happen, without competing.
     Watch(WatchArgs),
+    /// Serve every election over HTTP (JSON, events, health, metrics, dashboard); with --election also campaign.
+    Serve(ServeArgs),
     /// Create the tables, or print their DDL for a DBA.
     Migrate(MigrateArgs),
     /// Three candidates on a temporary SQLite file: a crash takeover and a graceful handover.
@@ -155,6 +157,12 @@ pub struct RunArgs {
     /// On leadership loss the command is always killed before the lease can expire.
     #[arg(long, value_parser = duration)]
     pub kill_grace: Option<Duration>,
+    /// Also serve the HTTP API (as `tenure serve`) on this address (HOST:PORT, or a port on 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// File holding the bearer token that enables POST resign/transfer over --http.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    pub token_file: Option<PathBuf>,
     /// The command to run while leader, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,
@@ -243,4 +251,45 @@ pub struct DemoArgs {
     /// Lease TTL of the demo candidates.
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub ttl: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Listen here: HOST:PORT, or a port on 127.0.0.1.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub http: String,
+    /// Also campaign for this election (the Kubernetes leader-elector sidecar: `GET /` names the leader).
+    #[arg(long)]
+    pub election: Option<String>,
+    /// Namespace of --election.
+    #[arg(long, default_value = "default", requires = "election")]
+    pub namespace: String,
+    /// This candidate's identity (default hostname-pid), what `GET /` answers when it leads.
+    #[arg(long = "id", value_name = "ID", requires = "election")]
+    pub identity: Option<String>,
+    /// Lease time to live of --election.
+    #[arg(long, default_value = "10s", value_parser = duration, requires = "election")]
+    pub ttl: Duration,
+    /// Succession priority of --election, 0 to 1000.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        requires = "election"
+    )]
+    pub priority: i64,
+    /// Free text stored with the lease while leading.
+    #[arg(long, default_value = "", requires = "election")]
+    pub metadata: String,
+    /// File holding the bearer token that enables POST resign/transfer (without it they answer 403).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// How often an idle /v1/events stream carries a keep-alive comment.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub sse_keep_alive: Duration,
+    /// Keep retrying if the store is unreachable at start, instead of failing.
+    #[arg(long)]
+    pub wait: bool,
 }

@@ -7,6 +7,7 @@ mod handover;
 mod job;
 mod migrate;
 mod run;
+mod serve;
 mod status;
 mod watch;
 
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let _log = init_logging(match cli.command {
-        Command::Run(_) => "info",
+        Command::Run(_) | Command::Serve(_) => "info",
         _ => "warn",
     });
     // One thread is plenty for a supervisor; the deadline of a supervised job
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
             Command::Resign(a) => handover::resign(a).await,
             Command::Transfer(a) => handover::transfer(a).await,
             Command::Watch(a) => watch::watch(a).await,
+            Command::Serve(a) => serve::serve(a).await,
             Command::Migrate(a) => migrate::migrate(a).await,
             Command::Demo(a) => demo::demo(a).await,
         }

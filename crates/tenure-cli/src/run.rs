@@ -63,6 +63,11 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
             "command not found or not executable: {program:?}"
         )));
     }
+    let token = crate::serve::read_token(a.token_file.as_deref())?;
+    let listener = match &a.http {
+        Some(addr) => Some(crate::serve::bind(addr).await?),
+        None => None,
+    };
     let mut signals = Signals::new()?;
     let store = if a.wait {
         tokio::select! {
@@ -82,7 +87,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                 tenure::MAX_PRIORITY
             ))
         })?;
-    let mut builder = Elector::builder(store)
+    let mut builder = Elector::builder(store.clone())
         .priority(priority)
         .namespace(a.namespace.clone())
         .election(a.election.clone())
@@ -98,6 +103,11 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         builder = builder.preempt_after(p);
     }
     let elector = builder.build()?;
+    // The HTTP API for the supervised election (ends with the process).
+    let _http = listener.map(|l| {
+        crate::serve::announce(&l);
+        crate::serve::spawn(l, store, Some(elector.clone()), token, None)
+    });
     // The guard starts now, once: starting a job later costs what it did
     // without a guard (one fork and exec).
     let env = [

@@ -1,9 +1,9 @@
 //! `tenure status`: every election with leader, term, since, lease time left.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde::Serialize;
-use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord, StartReason};
+use tenure::http::ElectionView;
+use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord};
 
 use crate::args::StatusArgs;
 use crate::failure::Failure;
@@ -44,10 +44,11 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         });
     }
     if a.json {
-        let rows: Vec<JsonRow> = records
+        // The same type as `GET /v1/elections` answers (tenure::http).
+        let rows: Vec<ElectionView> = records
             .iter()
-            .zip(members.iter().zip(histories.iter()))
-            .map(|(r, (m, h))| JsonRow::new(r, m, h))
+            .zip(members.into_iter().zip(histories))
+            .map(|(r, (m, h))| ElectionView::new(r, m, h))
             .collect();
         let text = serde_json::to_string_pretty(&rows)
             .map_err(|e| Failure::Runtime(format!("cannot encode JSON: {e}")))?;
@@ -154,49 +155,9 @@ fn columns<const N: usize>(rows: &[[String; N]], indent: &str) -> String {
     out
 }
 
-#[derive(Serialize)]
-struct JsonRow<'a> {
-    namespace: &'a str,
-    election: &'a str,
-    /// The live leader's holder id, or null.
-    leader: Option<&'a str>,
-    term: u64,
-    /// When the current term began (RFC 3339, store clock), if ever acquired.
-    since: Option<String>,
-    lease_left_ms: f64,
-    ttl_ms: f64,
-    metadata: &'a str,
-    version: u64,
-    /// Why the current term began.
-    start_reason: Option<StartReason>,
-    members: &'a [MemberRecord],
-    #[serde(skip_serializing_if = "<[HistoryRecord]>::is_empty")]
-    history: &'a [HistoryRecord],
-}
-
-impl<'a> JsonRow<'a> {
-    fn new(r: &'a LeaseRecord, members: &'a [MemberRecord], history: &'a [HistoryRecord]) -> Self {
-        JsonRow {
-            start_reason: r.start_reason,
-            members,
-            history,
-            namespace: &r.key.namespace,
-            election: &r.key.election,
-            leader: r.live_holder(),
-            term: r.term,
-            since: (r.term > 0).then(|| timestamp(r.acquired_at_us)),
-            lease_left_ms: r.remaining.as_secs_f64() * 1000.0,
-            ttl_ms: r.ttl.as_secs_f64() * 1000.0,
-            metadata: &r.metadata,
-            version: r.version,
-        }
-    }
-}
-
 /// Store-clock microseconds as RFC 3339 UTC with milliseconds.
 pub fn timestamp(us: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_micros(us.max(0) as u64);
-    humantime::format_rfc3339_millis(t).to_string()
+    tenure::http::timestamp(us)
 }
 
 fn short(d: Duration) -> String {

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, Timing};
@@ -18,7 +17,7 @@ use crate::events::StopReason;
 use crate::leadership::{Shared, State};
 use crate::store::{
     changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
-    Tenure,
+    Tenure, Woken,
 };
 
 /// Requests from the [`Elector`](crate::Elector) handle.
@@ -63,7 +62,7 @@ pub(crate) struct Campaign {
 fn jittered(period: Duration) -> Duration {
     // Uniform in [period/2, period]: spreads candidates apart without making
     // anyone slower than the configured period.
-    period.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
+    period.mul_f64(crate::random::factor(0.5, 1.0))
 }
 
 impl Campaign {
@@ -144,6 +143,7 @@ impl Campaign {
     }
 
     fn store_failed(&mut self, what: &str, e: &Error) {
+        crate::telemetry::store_error(what);
         self.failures += 1;
         if self.failures == 1 || self.failures % 50 == 0 {
             tracing::warn!(election = %self.config.key, failures = self.failures, "{what} failed: {e}");
@@ -177,6 +177,9 @@ impl Campaign {
         let key = self.config.key.clone();
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 _ = changed(&mut self.changes, Some(&key)) => {
@@ -266,6 +269,9 @@ impl Campaign {
         tokio::pin!(sleep);
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return Ok(r),
                 _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
@@ -424,7 +430,10 @@ impl Campaign {
             .follower_call("members", async move { store.members(&key).await })
             .await?
         {
-            Ok(m) => m,
+            Ok(m) => {
+                crate::telemetry::members(&self.config.key, m.len());
+                m
+            }
             // Without the member list, wait the grace as if another member
             // were the successor: the one whose read worked goes first. (Trying
             // at once made every follower try when reads failed, on an etcd
@@ -578,6 +587,9 @@ impl Campaign {
         let mut stopping = None;
         loop {
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = &mut call => return (Some(r), stopping),
                 _ = &mut sleep => {
                     let timeout = Error::Timeout { what, after: budget };
@@ -666,8 +678,17 @@ impl Campaign {
             let command = {
                 let sleep = self.shared.clock.sleep_until(wake);
                 tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     _ = sleep => None,
-                    _ = changed(&mut self.changes, Some(&key)) => { pushed = true; None },
+                    // A lagged receiver is not a reason to read: in a process
+                    // leading a thousand elections, a burst of notifications
+                    // made every leader lag and read at once, the reads took
+                    // the pool from the renewals, and leaders missed their
+                    // deadlines. A request lost that way fails the next
+                    // renewal, as without push.
+                    woken = changed(&mut self.changes, Some(&key)) => { pushed = woken == Woken::Notified; None },
                     cmd = self.commands.recv() => Some(cmd),
                 }
             };
@@ -688,6 +709,9 @@ impl Campaign {
                 let key = tenure.key.clone();
                 let store = self.store.clone();
                 let rec = tokio::select! {
+                    // Listed order when several are ready (not tokio\'s random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
                     r = tokio::time::timeout(self.timing().leader_read_timeout, store.read(&key)) => r.ok().and_then(|r| r.ok()).flatten(),
                     _ = self.shared.clock.sleep_until(deadline) => None,
                     cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
@@ -699,6 +723,9 @@ impl Campaign {
             }
             let t0 = self.now();
             let renewed = tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 r = self.store.renew(&tenure, self.timing().ttl) => Some(r),
                 _ = self.shared.clock.sleep_until(deadline) => None,
                 // A command while the store is slow: act on it now, dropping
@@ -707,9 +734,11 @@ impl Campaign {
             };
             match renewed {
                 None => {
+                    // A renewal that never answered is a store error too.
+                    crate::telemetry::store_error("renewing the lease");
                     return self
                         .lost(&tenure, "the store did not answer before the deadline")
-                        .await
+                        .await;
                 }
                 Some(Ok(true)) if self.now() >= deadline => {
                     // The answer came at the deadline: our belief has ended
@@ -723,6 +752,7 @@ impl Campaign {
                     self.store_ok();
                     renew_failures = 0;
                     self.note_rtt(self.now().saturating_sub(t0));
+                    crate::telemetry::renewed(&self.config.key, self.now().saturating_sub(t0));
                     deadline = self.timing().deadline(t0, self.rtt);
                     self.shared.lead(tenure.term, deadline);
                     next_renew = self.timing().next_renewal(t0);
@@ -747,6 +777,9 @@ impl Campaign {
                         // The check reads the store: it races commands and the
                         // deadline like the renewal does.
                         let target = tokio::select! {
+                            // Listed order when several are ready (not tokio\'s random pick),
+                            // so a simulation seed replays exactly; either order is handled.
+                            biased;
                             t = check => t,
                             cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
                             _ = self.shared.clock.sleep_until(deadline) => None,

@@ -434,7 +434,7 @@ fn default_identity() -> String {
 }
 
 fn random_session() -> String {
-    format!("{:016x}", rand::random::<u64>())
+    format!("{:016x}", crate::random::u64())
 }
 
 #[cfg(test)]

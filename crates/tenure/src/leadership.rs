@@ -108,8 +108,10 @@ impl Shared {
             .send_if_modified(|s| replace_if_changed(s, State::Leading { term }));
         if started {
             self.events.leader_seen(&self.holder, term);
+            crate::telemetry::new_leader(&self.key, term);
             self.events.emit(Event::StartedLeading { term });
         }
+        crate::telemetry::leading(&self.key, true, deadline.saturating_sub(self.clock.now()));
     }
 
     /// Ends the tenure locally because the store no longer has it (or for an
@@ -133,6 +135,7 @@ impl Shared {
             _ => false,
         });
         if let Some(term) = ended {
+            crate::telemetry::leading(&self.key, false, Duration::ZERO);
             self.events.emit(Event::StoppedLeading { term, reason });
         }
     }
@@ -172,6 +175,8 @@ impl Shared {
             .state
             .send_if_modified(|s| replace_if_changed(s, state));
         if let (true, Some((leader, term))) = (changed, seen) {
+            crate::telemetry::leading(&self.key, false, Duration::ZERO);
+            crate::telemetry::new_leader(&self.key, term);
             self.events.leader_seen(&leader, term);
         }
     }
@@ -372,6 +377,9 @@ impl Leadership {
                 return;
             }
             tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
                 _ = self.clock.sleep_until(wake) => {}
                 changed = rx.changed() => if changed.is_err() { return },
             }

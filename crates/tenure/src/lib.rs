@@ -225,10 +225,17 @@ mod elector;
 mod error;
 pub mod events;
 pub mod handover;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 mod leadership;
 mod names;
 pub mod observe;
+mod random;
+#[doc(hidden)]
+pub use random::seed_thread_rng;
 pub mod store;
+mod telemetry;
 // Also in the library's own unit tests, which use `testing::Instrumented`.
 #[cfg(any(test, feature = "conformance"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]

@@ -90,13 +90,16 @@ impl Tables {
 /// ```
 #[derive(Debug)]
 pub struct MemoryStore {
-    rows: Mutex<Tables>,
+    rows: Arc<Mutex<Tables>>,
     clock: SharedClock,
+    /// The calling client's own clock, for [`MemoryStore::client_view`]:
+    /// read only by the deliberate `wall-clock` bug.
+    client_clock: Option<SharedClock>,
     /// Store-clock microseconds at the clock's origin: makes times look like
     /// real epoch times without ever reading the wall clock.
     epoch_us: i64,
-    writes: AtomicU64,
-    member_writes: AtomicU64,
+    writes: Arc<AtomicU64>,
+    member_writes: Arc<AtomicU64>,
 }
 
 impl Default for MemoryStore {
@@ -114,11 +117,44 @@ impl MemoryStore {
     /// A store keeping time with `clock` (e.g. a [`ManualClock`](crate::clock::ManualClock)).
     pub fn with_clock(clock: SharedClock) -> Self {
         Self {
-            rows: Mutex::new(Tables::default()),
+            rows: Arc::new(Mutex::new(Tables::default())),
             clock,
+            client_clock: None,
             epoch_us: 1_700_000_000_000_000,
-            writes: AtomicU64::new(0),
-            member_writes: AtomicU64::new(0),
+            writes: Arc::new(AtomicU64::new(0)),
+            member_writes: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Another handle on the same tables, for one client whose own clock is
+    /// `client_clock` (the simulation gives each candidate one). Time is
+    /// still judged by the store's clock; the client's is read only by the
+    /// deliberate `wall-clock` bug (builds with `--cfg tenure_chaos_bugs`),
+    /// which makes the client's clock decide expiry, as that bug does in the
+    /// SQL store.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tenure::clock::ManualClock;
+    /// use tenure::store::{memory::MemoryStore, Acquire, Claim, ElectionKey, LeaseStore};
+    /// let store = MemoryStore::new();
+    /// let view = store.client_view(Arc::new(ManualClock::new()));
+    /// let claim = Claim { key: ElectionKey::new("default", "cron"), holder: "a#1".into(),
+    ///                     metadata: String::new(), ttl: Duration::from_secs(10) };
+    /// assert!(matches!(view.try_acquire(&claim).await?, Acquire::Acquired(_)));
+    /// assert_eq!(store.read(&claim.key).await?.and_then(|r| r.holder), Some("a#1".into()));
+    /// # Ok(()) }
+    /// ```
+    pub fn client_view(&self, client_clock: SharedClock) -> Self {
+        Self {
+            rows: self.rows.clone(),
+            clock: self.clock.clone(),
+            client_clock: Some(client_clock),
+            epoch_us: self.epoch_us,
+            writes: self.writes.clone(),
+            member_writes: self.member_writes.clone(),
         }
     }
 
@@ -134,7 +170,19 @@ impl MemoryStore {
     }
 
     fn now_us(&self) -> i64 {
-        self.epoch_us + i64::try_from(self.clock.now().as_micros()).unwrap_or(i64::MAX / 2)
+        // The wall-clock bug's hook here: the client's clock decides.
+        let clock = match &self.client_clock {
+            Some(c) if crate::bugs::active(crate::bugs::Bug::WallClock) => c,
+            _ => &self.clock,
+        };
+        let now = self.epoch_us + i64::try_from(clock.now().as_micros()).unwrap_or(i64::MAX / 2);
+        // The whole-seconds bug's hook here, as in the SQL dialects: the
+        // simulation (`tenure-chaos sim`) runs the memory store.
+        if crate::bugs::active(crate::bugs::Bug::WholeSeconds) {
+            now - now % 1_000_000
+        } else {
+            now
+        }
     }
 
     /// The acquisition itself, under the table lock.
@@ -260,10 +308,12 @@ impl LeaseStore for MemoryStore {
         let mut t = self.rows();
         match t.leases.get_mut(&tenure.key) {
             Some(row)
-                if row.holder == tenure.holder
-                    && row.term == tenure.term
-                    && row.expires_us > now
-                    && row.handover_to.is_empty() =>
+                // The renew-unchecked bug's hook, as in the SQL statements.
+                if crate::bugs::active(crate::bugs::Bug::RenewUnchecked)
+                    || (row.holder == tenure.holder
+                        && row.term == tenure.term
+                        && row.expires_us > now
+                        && row.handover_to.is_empty()) =>
             {
                 row.version += 1;
                 row.ttl_us = us(ttl);

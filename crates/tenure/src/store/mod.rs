@@ -24,7 +24,8 @@ pub mod etcd;
     feature = "sqlite",
     feature = "mysql",
     feature = "postgres",
-    feature = "redis"
+    feature = "redis",
+    feature = "etcd"
 ))]
 mod gather;
 pub mod memory;
@@ -451,9 +452,20 @@ impl dyn LeaseStore {
 /// A receiver of change notifications; see [`LeaseStore::subscribe`].
 pub type Changes = tokio::sync::broadcast::Receiver<Option<ElectionKey>>;
 
+/// Why a wait for a change ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A notification for a wanted election, or one for every election (the
+    /// push channel came back and anything may have changed).
+    Notified,
+    /// This receiver fell behind and notifications were dropped: one for a
+    /// wanted election may have been among them.
+    Lagged,
+}
+
 /// Waits for a notification that concerns `key` (or all keys); never resolves
 /// without a subscription.
-pub(crate) async fn changed(changes: &mut Option<Changes>, key: Option<&ElectionKey>) {
+pub(crate) async fn changed(changes: &mut Option<Changes>, key: Option<&ElectionKey>) -> Woken {
     changed_matching(changes, |k| key.is_none_or(|key| key == k)).await
 }
 
@@ -461,14 +473,15 @@ pub(crate) async fn changed(changes: &mut Option<Changes>, key: Option<&Election
 pub(crate) async fn changed_matching(
     changes: &mut Option<Changes>,
     wanted: impl Fn(&ElectionKey) -> bool,
-) {
+) -> Woken {
     let Some(rx) = changes.as_mut() else {
         return std::future::pending().await;
     };
     loop {
         match rx.recv().await {
             Ok(Some(k)) if !wanted(&k) => continue,
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+            Ok(_) => return Woken::Notified,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Woken::Lagged,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                 *changes = None;
                 return std::future::pending().await;
@@ -557,4 +570,29 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 /// Clamps a store-clock difference in microseconds to a non-negative duration.
 pub(crate) fn remaining_from_us(expires_at_us: i64, now_us: i64) -> Duration {
     Duration::from_micros(expires_at_us.saturating_sub(now_us).max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiver that fell behind says so instead of passing for a
+    /// notification: a leader must not read on it (see the leader's loop).
+    #[tokio::test]
+    async fn a_lagged_receiver_is_not_a_notification() {
+        let (tx, rx) = tokio::sync::broadcast::channel(4);
+        let mine = ElectionKey::new("default", "mine");
+        let other = ElectionKey::new("default", "other");
+        let mut changes = Some(rx);
+        for _ in 0..10 {
+            tx.send(Some(other.clone())).ok();
+        }
+        assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Lagged);
+        let mut changes = Some(tx.subscribe());
+        tx.send(Some(other.clone())).ok();
+        tx.send(Some(mine.clone())).ok();
+        assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Notified);
+        tx.send(None).ok();
+        assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Notified);
+    }
 }

@@ -333,6 +333,7 @@ impl LeaseStore for SqlStore {
             return Ok(None);
         }
         self.notify(key).await;
+        #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
             locks.ring(key).await;
         }

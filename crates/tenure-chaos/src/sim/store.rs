@@ -1,0 +1,306 @@
+//! One candidate's view of the shared in-memory store, through a simulated
+//! network and process: each call may be lost on the way there, answered
+//! with an error, delayed on either leg, or have its reply lost; a paused
+//! process sends and receives nothing; a crashed one makes no more calls
+//! (its requests already on the way still land); a partition holds calls
+//! until it heals and then fails them.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tenure::store::memory::MemoryStore;
+use tenure::store::{
+    Acquire, Capabilities, Claim, ElectionKey, Handover, HandoverReason, HistoryRecord,
+    LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+};
+use tenure::{Error, Result};
+use tokio::sync::Notify;
+
+use super::World;
+
+/// A switch tasks can wait on. Not a `watch`: tokio's watch wakes its
+/// receivers in a random order (sharded), which would break one seed, one run.
+#[derive(Debug, Default)]
+pub struct Flag {
+    on: AtomicBool,
+    changed: Notify,
+}
+
+impl Flag {
+    pub fn set(&self, on: bool) {
+        self.on.store(on, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub fn get(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the switch is `on`.
+    pub async fn until(&self, on: bool) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.get() == on {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// The per-incarnation switches of one candidate's process and link.
+#[derive(Debug, Default)]
+pub struct Net {
+    pub paused: Flag,
+    pub partitioned: Flag,
+    pub dead: AtomicBool,
+}
+
+impl Net {
+    /// Waits while the process is paused.
+    pub async fn running(&self) {
+        self.paused.until(false).await;
+    }
+}
+
+/// The store as one candidate sees it.
+#[derive(Debug)]
+pub struct FaultyStore {
+    pub world: Arc<World>,
+    /// The shared store, seen from this candidate (its clock rides along
+    /// for the wall-clock bug).
+    pub inner: Arc<MemoryStore>,
+    pub net: Arc<Net>,
+    pub cand: String,
+}
+
+/// What happens to one call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fate {
+    Normal,
+    /// Refused by the store (not applied), answered at once.
+    Error,
+    /// Lost on the way (not applied); the caller hears an error after `d`.
+    LostRequest(Duration),
+    /// Applied; the reply is lost, the caller hears an error after `d`.
+    LostReply(Duration),
+    /// Applied after `d`.
+    DelayedRequest(Duration),
+    /// Applied at once, answered after `d`.
+    DelayedReply(Duration),
+}
+
+impl FaultyStore {
+    fn fate(&self) -> Fate {
+        let w = &self.world;
+        let p = w.cfg.call_fault_rate;
+        let ttl = w.cfg.ttl;
+        let mut rng = w.rng();
+        use rand::Rng;
+        if !rng.gen_bool(p) {
+            return Fate::Normal;
+        }
+        let d = ttl.mul_f64(rng.gen_range(0.0..1.2));
+        match rng.gen_range(0..5) {
+            0 => Fate::Error,
+            1 => Fate::LostRequest(d),
+            2 => Fate::LostReply(d),
+            3 => Fate::DelayedRequest(d),
+            _ => Fate::DelayedReply(d),
+        }
+    }
+
+    fn unavailable(&self, reason: &str) -> Error {
+        Error::Unavailable {
+            source: None,
+            store: "sim://".into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// One call through the simulated process and link.
+    async fn call<T, Fut>(
+        &self,
+        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.net.dead.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.net.running().await;
+        if self.net.partitioned.get() {
+            self.net.partitioned.until(false).await;
+            self.net.running().await;
+            return Err(self.unavailable("partitioned (simulated)"));
+        }
+        if self.world.store_down.load(Ordering::SeqCst) {
+            return Err(self.unavailable("store down (simulated)"));
+        }
+        let fate = self.fate();
+        self.world
+            .trace(|| format!("{} {fate:?} {}", self.cand, std::any::type_name::<T>()));
+        let start = self.world.now_ns();
+        let store = self.inner.clone();
+        let result = match fate {
+            Fate::Normal => f(store).await,
+            Fate::Error => Err(self.unavailable("store error (simulated)")),
+            Fate::LostRequest(d) => {
+                tokio::time::sleep(d).await;
+                Err(self.unavailable("request lost (simulated)"))
+            }
+            Fate::LostReply(d) => {
+                let _ = f(store).await;
+                tokio::time::sleep(d).await;
+                Err(self.unavailable("reply lost (simulated)"))
+            }
+            Fate::DelayedRequest(d) => {
+                // A request on the wire lands even if the caller gives up or
+                // the process dies meanwhile: a task of its own.
+                let landed = tokio::spawn(async move {
+                    tokio::time::sleep(d).await;
+                    f(store).await
+                });
+                match landed.await {
+                    Ok(r) => r,
+                    Err(_) => Err(self.unavailable("simulation ended")),
+                }
+            }
+            Fate::DelayedReply(d) => {
+                let r = f(store).await;
+                tokio::time::sleep(d).await;
+                r
+            }
+        };
+        if fate != Fate::Normal {
+            let kind = match fate {
+                Fate::Normal => "",
+                Fate::Error => "store-error",
+                Fate::LostRequest(_) => "lost-request",
+                Fate::LostReply(_) => "lost-reply",
+                Fate::DelayedRequest(_) => "delayed-request",
+                Fate::DelayedReply(_) => "delayed-reply",
+            };
+            self.world
+                .record_fault(kind, &self.cand, start, self.world.now_ns(), String::new());
+        }
+        // A paused process reads its replies only when it runs again.
+        self.net.running().await;
+        if self.net.dead.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl LeaseStore for FaultyStore {
+    fn capabilities(&self) -> Capabilities {
+        self.world.store.capabilities()
+    }
+
+    fn describe(&self) -> String {
+        "sim://".into()
+    }
+
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        let claim = claim.clone();
+        self.call(move |s| async move { s.try_acquire(&claim).await })
+            .await
+    }
+
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.world.remember(tenure);
+        let tenure = tenure.clone();
+        self.call(move |s| async move { s.renew(&tenure, ttl).await })
+            .await
+    }
+
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.world.remember(tenure);
+        let tenure = tenure.clone();
+        self.call(move |s| async move { s.release(&tenure).await })
+            .await
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        let key = key.clone();
+        self.call(move |s| async move { s.read(&key).await }).await
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        let ns = namespace.map(str::to_string);
+        self.call(move |s| async move { s.list(ns.as_deref()).await })
+            .await
+    }
+
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        let member = member.clone();
+        self.call(move |s| async move { s.heartbeat(&member, ttl).await })
+            .await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        let member = member.clone();
+        self.call(move |s| async move { s.heartbeat_and_read(&member, ttl).await })
+            .await
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        let (key, holder) = (key.clone(), holder.to_string());
+        self.call(move |s| async move { s.leave(&key, &holder).await })
+            .await
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        let key = key.clone();
+        self.call(move |s| async move { s.members(&key).await })
+            .await
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        let key = key.clone();
+        self.call(move |s| async move { s.reap(&key).await }).await
+    }
+
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        let (tenure, to) = (tenure.clone(), to.clone());
+        self.call(move |s| async move { s.hand_over(&tenure, &to, window, reason).await })
+            .await
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        let (key, to) = (key.clone(), to.clone());
+        self.call(move |s| async move { s.request_handover(&key, &to, window, reason).await })
+            .await
+    }
+
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        let key = key.clone();
+        self.call(move |s| async move { s.history(&key, limit).await })
+            .await
+    }
+}

@@ -1,0 +1,844 @@
+//! `tenure serve` as a process: every endpoint against real candidates on
+//! SQLite and PostgreSQL, the sidecar-compatible `GET /`, health semantics
+//! with a store cut behind a proxy, the token rules, metric names and
+//! values, bad addresses, and SSE clients that leave nothing behind.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{tenure, text, wait_until, Proxy, BIN};
+use serde_json::Value;
+use tenure::testing::servers;
+
+/// A `tenure serve` process and the address it announced.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path, args: &[&str]) -> Serve {
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("TENURE_STORE")
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tenure serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the announced address");
+    let addr = line
+        .trim()
+        .strip_prefix("serving http://")
+        .unwrap_or_else(|| panic!("serve announced {line:?}"))
+        .to_string();
+    Serve { child, addr }
+}
+
+/// One HTTP/1.1 request; returns status and body.
+fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).expect("send");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {resp:?}"));
+    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_string())
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    http(addr, "GET", path, &[], "")
+}
+
+fn json(addr: &str, path: &str) -> (u16, Value) {
+    let (status, body) = get(addr, path);
+    let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body:?}"));
+    // Every JSON answer is checked against docs/openapi.json.
+    let template = match path {
+        "/" | "/healthz" | "/readyz" => path.to_string(),
+        p if p == "/v1/elections" || p.starts_with("/v1/elections?") => "/v1/elections".into(),
+        p if p.starts_with("/v1/elections/") => "/v1/elections/{namespace}/{election}".into(),
+        p => panic!("no template for {p}"),
+    };
+    conforms("get", &template, status, &v);
+    (status, v)
+}
+
+fn post(addr: &str, action: &str, election: &str, headers: &[&str], body: &str) -> (u16, Value) {
+    let path = format!("/v1/elections/default/{election}/{action}");
+    let (status, text) = http(addr, "POST", &path, headers, body);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text:?}"));
+    conforms(
+        "post",
+        &format!("/v1/elections/{{namespace}}/{{election}}/{action}"),
+        status,
+        &v,
+    );
+    (status, v)
+}
+
+/// docs/openapi.json, whose schemas every JSON answer must match.
+fn openapi() -> &'static Value {
+    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("docs/openapi.json"))
+            .expect("docs/openapi.json is JSON")
+    })
+}
+
+/// Checks `v` against an OpenAPI 3.1 schema: the JSON Schema subset the
+/// file uses ($ref, type incl. arrays of types, enum, required,
+/// properties, additionalProperties: false, items).
+fn check(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.strip_prefix("#/components/schemas/").expect("local $ref");
+        return check(v, &openapi()["components"]["schemas"][name], at);
+    }
+    if let Some(options) = schema["enum"].as_array() {
+        if !options.contains(v) {
+            return Err(format!("{at}: {v} not one of {options:?}"));
+        }
+    }
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect(),
+            _ => vec![],
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("{at}: {v} is not {types:?}"));
+        }
+    }
+    if let Some(o) = v.as_object() {
+        for r in schema["required"].as_array().into_iter().flatten() {
+            let r = r.as_str().expect("name");
+            if !o.contains_key(r) {
+                return Err(format!("{at}: missing {r}"));
+            }
+        }
+        let props = schema["properties"].as_object();
+        for (k, x) in o {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => check(x, s, &format!("{at}.{k}"))?,
+                None if schema["additionalProperties"] == false => {
+                    return Err(format!("{at}: {k} is not in the OpenAPI file"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            check(x, items, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Validates an answer of `GET|POST template` with `status` against the file.
+fn conforms(method: &str, template: &str, status: u16, v: &Value) {
+    let op = &openapi()["paths"][template][method];
+    let schema = &op["responses"][status.to_string()]["content"]["application/json"]["schema"];
+    assert!(
+        schema.is_object(),
+        "docs/openapi.json has no {method} {template} {status}"
+    );
+    if let Err(e) = check(v, schema, "$") {
+        panic!("{method} {template} {status} does not match docs/openapi.json: {e}\n{v}");
+    }
+}
+
+/// The value of a metric line `name{labels} value`.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+fn leader_of(addr: &str) -> String {
+    json(addr, "/").1["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Two `tenure serve --election web` candidates on one store: every endpoint.
+async fn endpoints(url: &str, election: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("token");
+    let token = token.to_str().expect("utf-8");
+    let common = [
+        "--store",
+        url,
+        "--election",
+        election,
+        "--ttl",
+        "2s",
+        "--token-file",
+        token,
+    ];
+    let a = serve(dir.path(), &[&common[..], &["--id", "alpha"]].concat());
+    let b = serve(dir.path(), &[&common[..], &["--id", "beta"]].concat());
+
+    // GET /: both sidecars name the same leader, as the k8s leader-elector does.
+    let leader = wait_until("a leader both agree on", Duration::from_secs(10), || {
+        let (x, y) = (leader_of(&a.addr), leader_of(&b.addr));
+        (!x.is_empty() && x == y).then_some(x)
+    })
+    .await;
+    assert!(leader == "alpha" || leader == "beta", "{leader}");
+    let (lead, follow) = if leader == "alpha" {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+
+    // /v1/elections: the same rows as `tenure status --json`, same fields.
+    let row = wait_until(
+        "both candidates registered",
+        Duration::from_secs(10),
+        || {
+            let (status, all) = json(&a.addr, "/v1/elections");
+            assert_eq!(status, 200);
+            all.as_array()?
+                .iter()
+                .find(|r| {
+                    r["election"] == election
+                        && r["members"].as_array().is_some_and(|m| m.len() == 2)
+                })
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(row["namespace"], "default");
+    assert!(row["leader"]
+        .as_str()
+        .expect("leader")
+        .starts_with(&format!("{leader}#")));
+    assert_eq!(
+        row["members"].as_array().expect("members").len(),
+        2,
+        "{row}"
+    );
+    let cli = tenure(
+        dir.path(),
+        &["status", "--store", url, "--election", election, "--json"],
+    );
+    assert!(cli.status.success(), "{}", text(&cli));
+    let cli: Value = serde_json::from_slice(&cli.stdout).expect("status json");
+    let cli_row = &cli[0];
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(cli_row),
+        keys(&row),
+        "status --json and /v1/elections differ in fields"
+    );
+    assert_eq!(cli_row["leader"], row["leader"]);
+    assert_eq!(cli_row["term"], row["term"]);
+
+    // ?history=N adds the recent terms to the rows (a shared server may
+    // hold elections never acquired: no terms, no field); a bad N is a 400.
+    let (status, all) = json(&a.addr, "/v1/elections?history=5");
+    assert_eq!(status, 200);
+    let ours = all
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|r| r["election"] == election)
+        .expect("our election");
+    let terms = ours["history"].as_array().expect("history");
+    assert!(!terms.is_empty() && terms.len() <= 5, "{ours}");
+    assert_eq!(json(&a.addr, "/v1/elections?history=lots").0, 400);
+    // One election, with history; unknown → 404 JSON; bad name → 400 JSON.
+    let (status, one) = json(&a.addr, &format!("/v1/elections/default/{election}"));
+    assert_eq!(status, 200);
+    assert!(
+        !one["history"].as_array().expect("history").is_empty(),
+        "{one}"
+    );
+    assert!(one.get("stale").is_none(), "{one}");
+    let (status, e) = json(&a.addr, "/v1/elections/default/never-acquired-xyz");
+    assert_eq!(status, 404);
+    assert!(
+        e["error"]
+            .as_str()
+            .expect("error")
+            .contains("never acquired"),
+        "{e}"
+    );
+    let (status, e) = json(&a.addr, "/v1/elections/default/bad%01name");
+    assert_eq!(status, 400, "{e}");
+    assert!(e["error"].is_string());
+
+    // Health and readiness: both healthy, both ready.
+    for s in [&a, &b] {
+        assert_eq!(json(&s.addr, "/healthz").0, 200);
+        assert_eq!(json(&s.addr, "/readyz").0, 200);
+    }
+
+    // Metrics: client-go's gauge and tenure's, with their values.
+    let term = row["term"].as_u64().expect("term");
+    let m = get(&lead.addr, "/metrics").1;
+    let labels = format!("{{namespace=\"default\",election=\"{election}\"}}");
+    assert_eq!(
+        metric(
+            &m,
+            &format!("leader_election_master_status{{name=\"{election}\"}}")
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, &format!("tenure_is_leader{labels}")),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, &format!("tenure_term{labels}")),
+        Some(term as f64),
+        "{m}"
+    );
+    assert!(
+        metric(&m, &format!("tenure_lease_remaining_seconds{labels}"))
+            .is_some_and(|s| s > 0.0 && s <= 2.0),
+        "{m}"
+    );
+    // Renewals go every ttl/3: wait for the first.
+    wait_until("a renewal in the histogram", Duration::from_secs(5), || {
+        let m = get(&lead.addr, "/metrics").1;
+        metric(&m, &format!("tenure_renew_duration_seconds_count{labels}")).filter(|n| *n >= 1.0)
+    })
+    .await;
+    assert!(
+        metric(&m, &format!("tenure_leader_changes_total{labels}")).is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+    let m = get(&follow.addr, "/metrics").1;
+    assert_eq!(
+        metric(
+            &m,
+            &format!("leader_election_master_status{{name=\"{election}\"}}")
+        ),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, &format!("tenure_is_leader{labels}")),
+        Some(0.0),
+        "{m}"
+    );
+
+    // SSE: the first event is the current leader, as `tenure watch --json`.
+    let mut s = TcpStream::connect(&a.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(s, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let mut r = BufReader::new(s);
+    let data = loop {
+        let mut line = String::new();
+        r.read_line(&mut line).expect("event line");
+        if let Some(d) = line.strip_prefix("data: ") {
+            let v: Value = serde_json::from_str(d).expect("event json");
+            if v["key"]["election"] == election {
+                break v;
+            }
+        }
+    };
+    assert_eq!(data["change"], "leader", "{data}");
+    assert!(data["at"].is_string() && data["term"].is_u64(), "{data}");
+
+    // Token rules: missing or wrong → 401 and nothing changes.
+    let (status, body) = post(&a.addr, "resign", election, &[], "");
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = post(
+        &a.addr,
+        "resign",
+        election,
+        &["Authorization: Bearer wrong-token!"],
+        "",
+    );
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = post(
+        &a.addr,
+        "resign",
+        election,
+        &["Authorization: Bearer s3cret-tok"],
+        "",
+    );
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        json(&a.addr, &format!("/v1/elections/default/{election}")).1["term"],
+        term,
+        "a refused resign changed the term"
+    );
+    assert_eq!(leader_of(&a.addr), leader);
+    // With the token: the leader steps down and the other takes over.
+    let (status, body) = post(
+        &a.addr,
+        "resign",
+        election,
+        &["Authorization: Bearer s3cret-token"],
+        "",
+    );
+    assert_eq!(status, 202, "{body}");
+    let other = if leader == "alpha" { "beta" } else { "alpha" };
+    wait_until("the other candidate leads", Duration::from_secs(10), || {
+        (leader_of(&a.addr) == other).then_some(())
+    })
+    .await;
+    // Transfer back, by identity, once the old leader is a member again.
+    wait_until(
+        "the old leader registered again",
+        Duration::from_secs(10),
+        || {
+            let v = json(&a.addr, &format!("/v1/elections/default/{election}")).1;
+            v["members"]
+                .as_array()?
+                .iter()
+                .any(|m| m["identity"] == leader && m["live"] == true)
+                .then_some(())
+        },
+    )
+    .await;
+    let (status, body) = post(
+        &a.addr,
+        "transfer",
+        election,
+        &["Authorization: Bearer s3cret-token"],
+        "not json",
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(
+        &a.addr,
+        "transfer",
+        election,
+        &["Authorization: Bearer s3cret-token"],
+        &format!("{{\"to\":\"{leader}\"}}"),
+    );
+    assert_eq!(status, 202, "{body}");
+    wait_until("the transfer target leads", Duration::from_secs(10), || {
+        (leader_of(&b.addr) == leader).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_sqlite_every_endpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    endpoints(&url, "web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_postgres_every_endpoint() {
+    let url = servers::postgres_url();
+    if servers::connect_or_skip(&url, &Default::default())
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let election = format!("serve-pg-{}", std::process::id());
+    endpoints(&url, &election).await;
+}
+
+/// A leader whose store is cut turns unhealthy before its deadline; a
+/// follower never does; readiness fails with the reason; the election routes
+/// answer the last known state marked stale; the password never shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_health_when_the_store_is_cut() {
+    let url = servers::postgres_url();
+    if servers::connect_or_skip(&url, &Default::default())
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let parsed = url::Url::parse(&url).expect("url");
+    let upstream = format!(
+        "{}:{}",
+        parsed.host_str().expect("host"),
+        parsed.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(&upstream).await;
+    // trust authentication ignores the password; it must still never show.
+    let mut via = parsed.clone();
+    via.set_port(Some(proxy.port)).expect("port");
+    via.set_password(Some("hunter2-never-shown"))
+        .expect("password");
+    let via = via.to_string();
+    let election = format!("serve-health-{}", std::process::id());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ttl = Duration::from_secs(3);
+    let leader = serve(
+        dir.path(),
+        &[
+            "--store",
+            &via,
+            "--election",
+            &election,
+            "--ttl",
+            "3s",
+            "--id",
+            "cut",
+        ],
+    );
+    wait_until(
+        "the proxied candidate leads",
+        Duration::from_secs(10),
+        || (leader_of(&leader.addr) == "cut").then_some(()),
+    )
+    .await;
+    let follower = serve(
+        dir.path(),
+        &[
+            "--store",
+            &url,
+            "--election",
+            &election,
+            "--ttl",
+            "3s",
+            "--id",
+            "direct",
+        ],
+    );
+    wait_until(
+        "the follower sees the leader",
+        Duration::from_secs(10),
+        || (leader_of(&follower.addr) == "cut").then_some(()),
+    )
+    .await;
+    // Without --token-file, resign is disabled: 403, nothing changes.
+    let (status, body) = post(
+        &leader.addr,
+        "resign",
+        &election,
+        &["Authorization: Bearer x"],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(leader_of(&follower.addr), "cut");
+    // Known state before the cut.
+    let path = format!("/v1/elections/default/{election}");
+    assert_eq!(json(&leader.addr, &path).0, 200);
+    assert_eq!(json(&leader.addr, "/v1/elections").0, 200);
+
+    proxy.set_blackhole(true);
+    let cut = Instant::now();
+    // The leader's deadline is before cut + ttl (its last renewal was before the cut).
+    let unhealthy_at = loop {
+        let (status, body) = json(&leader.addr, "/healthz");
+        assert_eq!(
+            json(&follower.addr, "/healthz").0,
+            200,
+            "a follower turned unhealthy"
+        );
+        if status == 503 {
+            assert!(
+                body["reason"]
+                    .as_str()
+                    .expect("reason")
+                    .contains("without a renewal"),
+                "{body}"
+            );
+            break cut.elapsed();
+        }
+        assert!(
+            cut.elapsed() < ttl,
+            "still healthy {:?} after the cut: past its deadline",
+            cut.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(unhealthy_at < ttl, "unhealthy only after {unhealthy_at:?}");
+    eprintln!("leader unhealthy {unhealthy_at:?} after the store was cut (ttl {ttl:?})");
+
+    // Store down: /readyz fails with a reason, the rest answers stale.
+    let (status, ready) = json(&leader.addr, "/readyz");
+    assert_eq!(status, 503, "{ready}");
+    assert!(
+        ready["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{ready}"
+    );
+    let (status, one) = json(&leader.addr, &path);
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["stale"], true, "{one}");
+    let (status, all) = json(&leader.addr, "/v1/elections");
+    assert_eq!(status, 200, "{all}");
+    assert!(
+        all.as_array()
+            .expect("array")
+            .iter()
+            .all(|r| r["stale"] == true),
+        "{all}"
+    );
+    let m = get(&leader.addr, "/metrics").1;
+    assert!(
+        metric(&m, "tenure_store_errors_total{kind=\"renew\"}").is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            &format!("leader_election_master_status{{name=\"{election}\"}}")
+        ),
+        Some(0.0),
+        "{m}"
+    );
+    // After its deadline the cut leader is a follower: healthy again.
+    wait_until(
+        "the cut leader steps down and is healthy",
+        Duration::from_secs(10),
+        || (json(&leader.addr, "/healthz").0 == 200).then_some(()),
+    )
+    .await;
+    // The follower takes over.
+    wait_until("the follower takes over", Duration::from_secs(15), || {
+        (leader_of(&follower.addr) == "direct").then_some(())
+    })
+    .await;
+
+    // The password appears in no answer, healthy or not.
+    for p in [
+        "/",
+        "/v1/elections",
+        &path,
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/ui",
+    ] {
+        let (_, body) = get(&leader.addr, p);
+        assert!(!body.contains("hunter2"), "{p} shows the password: {body}");
+    }
+    proxy.set_blackhole(false);
+}
+
+#[test]
+fn serve_bad_addresses_exit_2_naming_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    for bad in [addr.as_str(), "nonsense:xx", "300.1.2.3:80"] {
+        let o = tenure(
+            dir.path(),
+            &["serve", "--store", "sqlite://x.db", "--http", bad],
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(bad),
+            "{bad}: {}",
+            text(&o)
+        );
+    }
+    let o = tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            "sqlite://x.db",
+            "--election",
+            "e",
+            "--http",
+            &addr,
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&addr),
+        "{}",
+        text(&o)
+    );
+}
+
+/// An idle event stream carries keep-alive comments at --sse-keep-alive.
+#[test]
+fn serve_sse_keep_alive_comment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let s = serve(dir.path(), &["--store", &url, "--sse-keep-alive", "200ms"]);
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let mut r = BufReader::new(c);
+    let start = Instant::now();
+    loop {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+        if line.starts_with(": keep-alive") {
+            break;
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// `tenure run --http` serves the supervised election: GET / names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_http_serves_the_supervised_election() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "job",
+            "--id",
+            "runner",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args(["--", "sleep", "30"])
+        .current_dir(dir.path())
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn tenure run");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("announced address");
+    let s = Serve {
+        addr: line
+            .trim()
+            .strip_prefix("serving http://")
+            .expect("serving line")
+            .to_string(),
+        child,
+    };
+    wait_until(
+        "run --http names its leader",
+        Duration::from_secs(10),
+        || (leader_of(&s.addr) == "runner").then_some(()),
+    )
+    .await;
+    assert_eq!(json(&s.addr, "/healthz").0, 200);
+    let m = get(&s.addr, "/metrics").1;
+    assert_eq!(
+        metric(&m, "leader_election_master_status{name=\"job\"}"),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("VmRSS")
+}
+
+/// 1,000 SSE clients connect, read the first event and go away: the serve
+/// process's memory stays flat.
+#[test]
+fn serve_sse_clients_leave_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let s = serve(
+        dir.path(),
+        &[
+            "--store",
+            &url,
+            "--election",
+            "sse",
+            "--id",
+            "one",
+            "--ttl",
+            "2s",
+        ],
+    );
+    let cycle = || {
+        let mut c = TcpStream::connect(&s.addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+        let mut r = BufReader::new(c);
+        loop {
+            let mut line = String::new();
+            assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+            if line.starts_with("data: ") {
+                break;
+            }
+        }
+    };
+    for _ in 0..100 {
+        cycle();
+    }
+    let before = rss_kb(s.child.id());
+    for _ in 0..1000 {
+        cycle();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let after = rss_kb(s.child.id());
+    eprintln!("serve RSS after 100 SSE cycles {before} kB, after 1,100: {after} kB");
+    assert!(
+        after < before + 2048,
+        "RSS grew from {before} kB to {after} kB over 1,000 SSE cycles"
+    );
+}

@@ -1,0 +1,101 @@
+//! `POST .../resign` and `.../transfer`: only with the configured bearer token.
+
+use std::time::Duration;
+
+use axum::extract::Path;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde::Deserialize;
+
+use super::elections::key;
+use super::error::ApiError;
+use super::State;
+
+/// Equal in time independent of where the bytes differ (the length may leak).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &state.api.token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "resign and transfer are disabled: no token configured (tenure serve --token-file)",
+        ));
+    };
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if same(g.trim().as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "wrong bearer token",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing bearer token: send `Authorization: Bearer <token>`",
+        )),
+    }
+}
+
+fn asked(r: &crate::store::LeaseRecord) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "asked": r.holder,
+        "term": r.term,
+    }))
+}
+
+/// `POST /v1/elections/{namespace}/{election}/resign`.
+pub(crate) async fn resign(
+    state: State,
+    Path((namespace, election)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    authorize(&state, &headers)?;
+    let key = key(&namespace, &election)?;
+    let r = crate::handover::resign(&state.api.store, &key).await?;
+    Ok((StatusCode::ACCEPTED, asked(&r)))
+}
+
+/// The body of a transfer request.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TransferBody {
+    /// The identity to hand over to.
+    to: String,
+    /// How long only the target may take over, in milliseconds (default 10 s).
+    window_ms: Option<u64>,
+}
+
+/// `POST /v1/elections/{namespace}/{election}/transfer` with `{"to": "identity"}`.
+pub(crate) async fn transfer(
+    state: State,
+    Path((namespace, election)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    authorize(&state, &headers)?;
+    let key = key(&namespace, &election)?;
+    let body: TransferBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected a JSON body {{\"to\": \"<identity>\"}}: {e}"
+        ))
+    })?;
+    let window = Duration::from_millis(body.window_ms.unwrap_or(10_000));
+    crate::handover::check_transfer_window(window)
+        .map_err(|e| ApiError::bad_request(format!("window_ms: {e}")))?;
+    let r = crate::handover::transfer(&state.api.store, &key, &body.to, window).await?;
+    Ok((StatusCode::ACCEPTED, asked(&r)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn same_compares_whole_tokens() {
+        assert!(super::same(b"secret", b"secret"));
+        assert!(!super::same(b"secret", b"secreT"));
+        assert!(!super::same(b"secret", b"secrets"));
+        assert!(!super::same(b"", b"x"));
+    }
+}

@@ -1,0 +1,66 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade: recorded
+//! by every elector, exported by whatever recorder the application installs
+//! (none: nothing is recorded, at the cost of a few atomic loads).
+//!
+//! Names and labels are a public interface (dashboards and alerts use them):
+//! - `leader_election_master_status{name}`: 1 while leading, else 0, with
+//!   client-go's meaning (`name` is the election), so its dashboards work;
+//! - `tenure_is_leader{namespace,election}`: the same, by namespace;
+//! - `tenure_term{namespace,election}`: the latest term this candidate saw;
+//! - `tenure_leader_changes_total{namespace,election}`: new leaders seen;
+//! - `tenure_lease_remaining_seconds{namespace,election}`: time to the local
+//!   deadline at the last renewal (0 when not leading);
+//! - `tenure_renew_duration_seconds{namespace,election}`: histogram of renewals;
+//! - `tenure_store_errors_total{kind}`: failed store calls by operation
+//!   (`read`, `acquire`, `renew`, `release`, `handover`);
+//! - `tenure_members{namespace,election}`: registered members at the last read.
+//!
+//! Labels are names only: never a URL, never a holder id.
+
+use std::time::Duration;
+
+use crate::store::ElectionKey;
+
+fn labels(key: &ElectionKey) -> [(&'static str, String); 2] {
+    [
+        ("namespace", key.namespace.clone()),
+        ("election", key.election.clone()),
+    ]
+}
+
+/// Leading or not, and the time left when leading.
+pub(crate) fn leading(key: &ElectionKey, leading: bool, remaining: Duration) {
+    let v = if leading { 1.0 } else { 0.0 };
+    metrics::gauge!("leader_election_master_status", "name" => key.election.clone()).set(v);
+    metrics::gauge!("tenure_is_leader", &labels(key)).set(v);
+    metrics::gauge!("tenure_lease_remaining_seconds", &labels(key)).set(remaining.as_secs_f64());
+}
+
+/// A new leader (this candidate or another) under `term`.
+pub(crate) fn new_leader(key: &ElectionKey, term: u64) {
+    metrics::counter!("tenure_leader_changes_total", &labels(key)).increment(1);
+    metrics::gauge!("tenure_term", &labels(key)).set(term as f64);
+}
+
+/// A successful renewal that took `took`.
+pub(crate) fn renewed(key: &ElectionKey, took: Duration) {
+    metrics::histogram!("tenure_renew_duration_seconds", &labels(key)).record(took.as_secs_f64());
+}
+
+/// A failed store call; `what` is the campaign's description of it.
+pub(crate) fn store_error(what: &str) {
+    let kind = match what.split_whitespace().next() {
+        Some("reading") => "read",
+        Some("acquiring") => "acquire",
+        Some("renewing") => "renew",
+        Some("releasing") => "release",
+        Some("handing") => "handover",
+        _ => "other",
+    };
+    metrics::counter!("tenure_store_errors_total", "kind" => kind).increment(1);
+}
+
+/// How many members the last member read listed.
+pub(crate) fn members(key: &ElectionKey, n: usize) {
+    metrics::gauge!("tenure_members", &labels(key)).set(n as f64);
+}
