@@ -176,3 +176,44 @@ async fn heartbeats_of_one_process_share_a_statement() {
         }
     }
 }
+
+/// Several processes using fresh tables for the first time at the same moment
+/// (a `tenure run` and a `tenure status` started together) all succeed: on
+/// PostgreSQL two concurrent `CREATE TABLE IF NOT EXISTS` race on the
+/// catalog, and the loser saw "duplicate key value violates unique
+/// constraint pg_type_typname_nsp_index".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_use_of_fresh_tables_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in sql_urls(dir.path()).await {
+        for round in 0..4 {
+            let prefix = format!("race{:08x}_", rand::random::<u32>());
+            let options = StoreOptions::default().with_table_prefix(prefix.clone());
+            let results = futures_util::future::join_all(
+                (0..6).map(|_| tenure::store::connect(&url, &options)),
+            )
+            .await;
+            let mut store = None;
+            for r in results {
+                match r {
+                    Ok(s) => store = Some(s),
+                    Err(e) => panic!("{url} round {round}: {e}"),
+                }
+            }
+            // Our own tables only: drop them (SQLite's go with the directory).
+            if let Some(s) = store.and_then(|s| {
+                s.downcast_ref::<SqlStore>()
+                    .map(|s| (s.pool().clone(), s.backend()))
+            }) {
+                let (pool, backend) = s;
+                if backend != "sqlite" {
+                    for t in ["leases", "members", "history", "schema"] {
+                        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
+                            .execute(&pool)
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+}

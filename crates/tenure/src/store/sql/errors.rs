@@ -38,6 +38,22 @@ pub(crate) fn is_duplicate_column(e: &sqlx::Error) -> bool {
     }
 }
 
+/// PostgreSQL: another process created the same table or index at the same
+/// moment. `CREATE ... IF NOT EXISTS` is not atomic there: the loser of the
+/// race gets a unique violation on the catalog (`pg_type`, `pg_class`) or a
+/// duplicate table or object.
+pub(crate) fn is_concurrent_create(e: &sqlx::Error) -> bool {
+    match db_code(e) {
+        Some((code, _, msg)) => {
+            matches!(code.as_str(), "42P07" | "42710")
+                || (code == "23505"
+                    && (msg.contains("pg_type_typname_nsp_index")
+                        || msg.contains("pg_class_relname_nsp_index")))
+        }
+        None => false,
+    }
+}
+
 fn is_permission(code: &str, number: Option<u16>, msg: &str) -> bool {
     matches!(code, "42501" | "28P01" | "28000")
         || matches!(number, Some(1044 | 1045 | 1142 | 1227 | 1370))

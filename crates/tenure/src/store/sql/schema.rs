@@ -9,7 +9,8 @@ use sqlx::{AnyPool, Executor, Row};
 use super::dialect::Dialect;
 use super::dialect::ServerKind;
 use super::errors::{
-    create_denied, is_duplicate_column, is_missing_table, is_permission_error, map_err,
+    create_denied, is_concurrent_create, is_duplicate_column, is_missing_table,
+    is_permission_error, map_err,
 };
 use crate::error::{Error, Result};
 
@@ -39,7 +40,9 @@ pub(crate) fn ddl(dialect: Dialect, prefix: &str, server: ServerKind) -> Vec<Str
 async fn apply(pool: &AnyPool, stmts: &[String], prefix: &str, store: &str) -> Result<()> {
     for stmt in stmts {
         if let Err(e) = pool.execute(stmt.as_str()).await {
-            if is_duplicate_column(&e) {
+            // Each step is idempotent: a column or table someone else just
+            // added is as good as ours.
+            if is_duplicate_column(&e) || is_concurrent_create(&e) {
                 continue;
             }
             if is_permission_error(&e) {
