@@ -11,14 +11,14 @@ use tenure::store::{DynStore, ElectionKey, StoreOptions, Tenure};
 
 use crate::history::{append, Fault};
 use crate::proxy::{Mode, Proxy};
-use crate::server::{Kind, Server, ServerOptions};
+use crate::server::{Kind, Private, Server, ServerOptions};
 use crate::shared_clock;
 
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 #[derive(Debug, clap::Args)]
 pub struct HarnessArgs {
-    /// `sqlite`, `mariadb`, `postgres` or `redis` (private server instances that the harness
+    /// `sqlite`, `mariadb`, `postgres`, `redis` or `zk` (private server instances that the harness
     /// may crash and restart), `redis-volatile` (a private Redis without persistence, which
     /// loses acknowledged writes on restart: SAFETY.md's A4 broken, violations expected),
     /// or a store URL (never restarted).
@@ -132,21 +132,30 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     }
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut server = match args.store.as_str() {
-        "mariadb" => Some(
+        "mariadb" => Some(Private::Db(
             tokio::task::spawn_blocking(|| Server::new(Kind::MariaDb))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?,
-        ),
-        "postgres" => Some(
+        )),
+        "postgres" => Some(Private::Db(
             tokio::task::spawn_blocking(|| Server::new(Kind::Postgres))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?,
-        ),
+        )),
+        // One ZooKeeper server: a restart fault crashes and restarts it;
+        // sessions (and the leader's ephemeral znode) survive a restart
+        // shorter than their timeout, as on a real ensemble.
+        "zk" => Some(Private::Zk(
+            tokio::task::spawn_blocking(|| tenure_testsupport::ZkEnsemble::start(1))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?,
+        )),
         // A4 broken on purpose: no persistence at all, so a restart loses
         // every acknowledged write, terms included (docs/redis.md).
-        "redis-volatile" => Some(
+        "redis-volatile" => Some(Private::Db(
             tokio::task::spawn_blocking(|| {
                 Server::start_with(
                     Kind::Redis,
@@ -156,10 +165,10 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?,
-        ),
+        )),
         // Persistent (AOF, fsync on every write): a restart fault must not
         // forget terms; an unpersisted Redis would, as docs/redis.md says.
-        "redis" => Some(
+        "redis" => Some(Private::Db(
             tokio::task::spawn_blocking(|| {
                 Server::start_with(
                     Kind::Redis,
@@ -174,7 +183,7 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?,
-        ),
+        )),
         _ => None,
     };
     let upstream_url = match (&server, args.store.as_str()) {
@@ -185,7 +194,8 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     let is_server = upstream_url.starts_with("redis")
         || upstream_url.starts_with("mysql")
         || upstream_url.starts_with("postgres")
-        || upstream_url.starts_with("mariadb");
+        || upstream_url.starts_with("mariadb")
+        || upstream_url.starts_with("zk");
     let kinds: Vec<String> = match &args.faults {
         Some(list) => list
             .split(',')
@@ -535,7 +545,7 @@ impl Run {
         unsafe { libc::kill(self.cands[idx].child.id() as i32, sig) };
     }
 
-    async fn inject(&mut self, kind: &str, server: &mut Option<Server>) -> Result<(), String> {
+    async fn inject(&mut self, kind: &str, server: &mut Option<Private>) -> Result<(), String> {
         let leader = self.leader_index().await;
         // Self-checks aim every fault at the leader, so a broken build cannot
         // slip through on a lucky draw.

@@ -10,10 +10,10 @@
 //! acquisition.
 //! The store runs on this host, so host and store clocks agree.
 //!
-//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL|etcd]...`
+//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL|etcd|zk]...`
 //! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis,
 //! and a private single-node etcd if the `etcd` binary is installed
-//! (`--store etcd` starts one too). For etcd, "[store]" rows use the client
+//! (`--store etcd` starts one too; `--store zk` a private ZooKeeper server). For etcd, "[store]" rows use the client
 //! clock's estimates (etcd has no server clock to read); the "[host]" rows are
 //! the ones to compare.
 
@@ -335,6 +335,21 @@ async fn main() {
         }
     }
     stores.retain(|u| u != "etcd");
+    // `zk`: a private single ZooKeeper server (Debian's jars) on a free port.
+    let mut zk = None;
+    for url in stores.iter_mut().filter(|u| u.as_str() == "zk") {
+        if tenure_testsupport::zookeeper::classpath().is_none() {
+            println!("zk: skipped (no ZooKeeper installed)");
+            continue;
+        }
+        if zk.is_none() {
+            zk = Some(tenure_testsupport::ZkEnsemble::start(1).expect("private ZooKeeper"));
+        }
+        if let Some(z) = &zk {
+            *url = z.url();
+        }
+    }
+    stores.retain(|u| u != "zk");
     for url in &stores {
         run_store(url, &o).await;
     }

@@ -39,13 +39,13 @@ pub enum Command {
 /// Where the store is.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://. Default: $TENURE_STORE, else sqlite://tenure.db.
+    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://, redis://, etcd://, zk://. Default: $TENURE_STORE, else sqlite://tenure.db.
     #[arg(long, value_name = "URL", conflicts_with = "store_file")]
     pub store: Option<String>,
     /// Read the store URL from this file (keeps passwords out of `ps` and shell history).
     #[arg(long, value_name = "PATH")]
     pub store_file: Option<PathBuf>,
-    /// Prefix of the SQL table names.
+    /// Prefix of the SQL table names (the key prefix on Redis and etcd, the top znode on ZooKeeper).
     #[arg(long, env = "TENURE_TABLE_PREFIX", default_value = StoreOptions::DEFAULT_TABLE_PREFIX)]
     pub table_prefix: String,
 }

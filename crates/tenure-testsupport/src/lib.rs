@@ -9,7 +9,9 @@
 pub mod etcd;
 pub mod servers;
 pub mod tls;
+pub mod zookeeper;
 
 pub use etcd::{EtcdCluster, EtcdOptions};
 pub use servers::{Kind, Server, ServerOptions};
 pub use tls::TestCa;
+pub use zookeeper::ZkEnsemble;

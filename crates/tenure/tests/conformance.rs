@@ -135,3 +135,47 @@ async fn etcd_cluster_suite() -> Option<Conformance> {
 tenure::conformance_tests!(etcd, etcd_suite());
 #[cfg(feature = "etcd")]
 tenure::conformance_tests!(etcd_cluster, etcd_cluster_suite());
+
+/// One private ZooKeeper per test binary (a JVM takes seconds to start):
+/// the checks use elections of their own, so they can share it.
+#[cfg(feature = "zookeeper")]
+fn zk_shared(n: usize) -> Option<&'static tenure_testsupport::ZkEnsemble> {
+    use tenure_testsupport::ZkEnsemble;
+    static ONE: OnceLock<Option<ZkEnsemble>> = OnceLock::new();
+    static THREE: OnceLock<Option<ZkEnsemble>> = OnceLock::new();
+    let cell = if n == 1 { &ONE } else { &THREE };
+    cell.get_or_init(|| {
+        let mut zk = ZkEnsemble::start_or_skip(n, servers::required())?;
+        if n > 1 {
+            // A 3-server ensemble with one server SIGKILLed: clients that
+            // list it must move on, and two servers still form a quorum.
+            zk.kill(0);
+            eprintln!("zookeeper_ensemble: killed server 0 (SIGKILL)");
+        }
+        Some(zk)
+    })
+    .as_ref()
+}
+
+#[cfg(feature = "zookeeper")]
+async fn zk_suite(name: &'static str, n: usize) -> Option<Conformance> {
+    let url = tokio::task::spawn_blocking(move || zk_shared(n).map(|z| z.url()))
+        .await
+        .expect("start ZooKeeper")?;
+    Some(
+        Conformance::new(name, move || {
+            let url = url.clone();
+            async move {
+                tenure::store::connect(&url, &StoreOptions::default())
+                    .await
+                    .expect("zookeeper store")
+            }
+        })
+        .with_handovers(200),
+    )
+}
+
+#[cfg(feature = "zookeeper")]
+tenure::conformance_tests!(zookeeper, zk_suite("zookeeper", 1));
+#[cfg(feature = "zookeeper")]
+tenure::conformance_tests!(zookeeper_ensemble, zk_suite("zookeeper-ensemble", 3));

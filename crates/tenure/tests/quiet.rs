@@ -504,3 +504,16 @@ async fn resign_reaches_an_etcd_leader_at_once() {
     };
     resign_reaches_the_leader_at_once("etcd", etcd.url()).await;
 }
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_reaches_a_zookeeper_leader_at_once() {
+    let Some(zk) = tokio::task::spawn_blocking(|| {
+        tenure_testsupport::ZkEnsemble::start_or_skip(1, servers::required())
+    })
+    .await
+    .expect("start ZooKeeper") else {
+        return;
+    };
+    resign_reaches_the_leader_at_once("zookeeper", zk.url()).await;
+}

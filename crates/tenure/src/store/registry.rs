@@ -75,6 +75,7 @@ pub fn supported_schemes() -> Vec<(&'static str, bool)> {
         ("rediss", cfg!(feature = "redis")),
         ("etcd", cfg!(feature = "etcd")),
         ("etcds", cfg!(feature = "etcd")),
+        ("zk", cfg!(feature = "zookeeper")),
         ("memory", true),
     ]
 }
@@ -86,6 +87,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
         "postgres" | "postgresql" => Some("postgres"),
         "redis" | "rediss" => Some("redis"),
         "etcd" | "etcds" => Some("etcd"),
+        "zk" => Some("zookeeper"),
         _ => None,
     }
 }
@@ -100,6 +102,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
 /// | `redis://[:pass@]host[:port][/db]`, `rediss://...?cacert=ca.pem` | Redis 5+ (Lua scripts, pub/sub) |
 /// | `etcd://host:2379`, `etcd://user:pass@h1:2379,h2:2379,h3:2379` | etcd v3 cluster (leases are whole seconds) |
 /// | `etcds://user:pass@h1:2379,h2:2379?cacert=ca.pem&cert=c.pem&key=c.key` | etcd v3 over TLS |
+/// | `zk://h1:2181,h2:2181,h3:2181/chroot`, `zk://user:pass@h1:2181` | ZooKeeper 3.6+ ensemble (the chroot must exist) |
 /// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
 ///
 /// ```
@@ -141,6 +144,9 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
     if feature == "etcd" {
         return connect_etcd(url, options).await;
     }
+    if feature == "zookeeper" {
+        return connect_zookeeper(url, options).await;
+    }
     connect_sql(url, options).await
 }
 
@@ -171,6 +177,21 @@ async fn connect_etcd(url: &str, _options: &StoreOptions) -> Result<DynStore> {
     Err(Error::InvalidUrl {
         url: redact_url(url),
         reason: "this build of tenure lacks the `etcd` cargo feature".into(),
+    })
+}
+
+#[cfg(feature = "zookeeper")]
+async fn connect_zookeeper(url: &str, options: &StoreOptions) -> Result<DynStore> {
+    Ok(Arc::new(
+        super::zookeeper::ZkStore::connect(url, options).await?,
+    ))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn connect_zookeeper(url: &str, _options: &StoreOptions) -> Result<DynStore> {
+    Err(Error::InvalidUrl {
+        url: redact_url(url),
+        reason: "this build of tenure lacks the `zookeeper` cargo feature".into(),
     })
 }
 
@@ -216,6 +237,12 @@ pub fn redact_url(url: &str) -> String {
     {
         // Several comma-separated hosts: not a URL the `url` crate parses.
         return redact_etcd(url);
+    }
+    if url
+        .split_once("://")
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("zk"))
+    {
+        return redact_zk(url);
     }
     let Ok(mut parsed) = url::Url::parse(url) else {
         return redact_unparseable(url);
@@ -295,6 +322,27 @@ fn redact_etcd(url: &str) -> String {
     format!("{scheme}://{authority}{tail}")
 }
 
+/// `zk://user:pass@h1,h2/chroot` with the password hidden; the chroot
+/// is kept (it names where tenure writes), anything after `?` or `#` is not.
+fn redact_zk(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "zk:(unparseable URL)".into();
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = match rest.rsplit_once('@') {
+        Some((user, tail)) => {
+            let user = match user.split_once(':') {
+                Some((name, _)) => format!("{name}:***@"),
+                None => format!("{user}@"),
+            };
+            (user, tail)
+        }
+        None => (String::new(), rest),
+    };
+    let query = if url.contains(['?', '#']) { "?***" } else { "" };
+    format!("{scheme}://{authority}{path}{query}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +362,11 @@ mod tests {
             "etcds://root:***@h1:2379,h2:2379/..."
         );
         assert_eq!(redact_url("etcd://h1:2379"), "etcd://h1:2379");
+        assert_eq!(
+            redact_url("zk://bob:s3cret@h1:2181,h2:2181/app"),
+            "zk://bob:***@h1:2181,h2:2181/app"
+        );
+        assert_eq!(redact_url("zk://h1:2181/a?x=SECRET"), "zk://h1:2181/a?***");
     }
 
     #[tokio::test]

@@ -1,0 +1,280 @@
+//! Private ZooKeeper servers started with `java` from Debian's `zookeeper`
+//! package (its jars, never its service): a free loopback port per server,
+//! a temporary data directory, killed when dropped. One server, or an
+//! ensemble of three whose members can be killed and restarted.
+//!
+//! ```no_run
+//! use tenure_testsupport::zookeeper::ZkEnsemble;
+//! // `true`: a missing ZooKeeper fails (CI); `false`: prints SKIPPED.
+//! if let Some(zk) = ZkEnsemble::start_or_skip(1, false) {
+//!     let url = zk.url(); // zk://127.0.0.1:p1
+//! }
+//! ```
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::servers::free_port;
+
+/// The tick of the private servers: session timeouts from 2 to 600 ticks
+/// (200 ms to 60 s), so the suite's short TTLs are honoured.
+pub const TICK_MS: u64 = 100;
+
+/// The classpath of the installed ZooKeeper: `TENURE_ZOOKEEPER_CLASSPATH`,
+/// else Debian's `/usr/share/java/zookeeper.jar` (its manifest names its
+/// dependencies) with slf4j's no-op logger. `None` if not installed.
+pub fn classpath() -> Option<String> {
+    if let Ok(cp) = std::env::var("TENURE_ZOOKEEPER_CLASSPATH") {
+        return Some(cp);
+    }
+    let jar = Path::new("/usr/share/java/zookeeper.jar");
+    if !jar.is_file() || which_java().is_none() {
+        return None;
+    }
+    let mut cp = jar.display().to_string();
+    let nop = Path::new("/usr/share/java/slf4j-nop.jar");
+    if nop.is_file() {
+        cp.push_str(&format!(":{}", nop.display()));
+    }
+    Some(cp)
+}
+
+fn which_java() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("java"))
+        .find(|p| p.is_file())
+}
+
+/// A private ZooKeeper server or ensemble on loopback.
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    servers: Vec<Option<Child>>,
+    client_ports: Vec<u16>,
+    dir: tempfile::TempDir,
+    classpath: String,
+}
+
+impl ZkEnsemble {
+    /// Starts `n` servers (1 standalone, or an ensemble) and waits (up to
+    /// 60 s) until every one answers `ruok` and a quorum serves (`srvr`).
+    pub fn start(n: usize) -> std::io::Result<Self> {
+        let classpath = classpath().ok_or_else(|| {
+            std::io::Error::other(
+                "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
+            )
+        })?;
+        let base = Some(Path::new("/dev/shm"))
+            .filter(|p| p.is_dir())
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-zk")
+            .tempdir_in(base)?;
+        let mut client_ports = Vec::new();
+        let mut quorum = Vec::new();
+        for i in 0..n {
+            client_ports.push(free_port()?);
+            if n > 1 {
+                quorum.push(format!(
+                    "server.{}=127.0.0.1:{}:{}",
+                    i + 1,
+                    free_port()?,
+                    free_port()?
+                ));
+            }
+        }
+        for (i, port) in client_ports.iter().enumerate() {
+            let data = dir.path().join(format!("s{i}"));
+            std::fs::create_dir_all(&data)?;
+            std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+            let mut cfg = format!(
+                "tickTime={TICK_MS}\ninitLimit=50\nsyncLimit=20\ndataDir={}\nclientPort={port}\n\
+                 clientPortAddress=127.0.0.1\nminSessionTimeout={}\nmaxSessionTimeout={}\n\
+                 admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr,cons\n\
+                 forceSync=no\n",
+                data.display(),
+                2 * TICK_MS,
+                600 * TICK_MS,
+            );
+            for q in &quorum {
+                cfg.push_str(q);
+                cfg.push('\n');
+            }
+            std::fs::write(dir.path().join(format!("zoo{i}.cfg")), cfg)?;
+        }
+        let mut zk = Self {
+            servers: Vec::new(),
+            client_ports,
+            dir,
+            classpath,
+        };
+        for i in 0..n {
+            let child = zk.spawn(i)?;
+            zk.servers.push(Some(child));
+        }
+        zk.wait_serving(Duration::from_secs(60))?;
+        Ok(zk)
+    }
+
+    fn spawn(&self, i: usize) -> std::io::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))?;
+        let main = if self.client_ports.len() == 1 {
+            "org.apache.zookeeper.server.ZooKeeperServerMain"
+        } else {
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+        };
+        // Through a shell that SIGKILLs java when its stdin (a pipe this
+        // process holds) closes: when this process exits, even with the
+        // ensemble in a `static` that is never dropped, or on `kill`.
+        Command::new("sh")
+            .arg("-c")
+            .arg(r#"java "$@" </dev/null & j=$!; read _; kill -9 $j; wait $j"#)
+            .arg("sh")
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto",
+            ])
+            .arg("-Dzookeeper.admin.enableServer=false")
+            .arg("-cp")
+            .arg(&self.classpath)
+            .arg(main)
+            .arg(self.dir.path().join(format!("zoo{i}.cfg")))
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("s{i}.log"))
+    }
+
+    /// Waits until every running server answers `srvr` with a mode (it has
+    /// joined a quorum, or is standalone).
+    pub fn wait_serving(&self, within: Duration) -> std::io::Result<()> {
+        let start = Instant::now();
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.is_none() {
+                continue;
+            }
+            loop {
+                let answer = four_letters(self.client_ports[i], "srvr").unwrap_or_default();
+                if answer.contains("Mode:") {
+                    break;
+                }
+                if start.elapsed() > within {
+                    return Err(std::io::Error::other(format!(
+                        "ZooKeeper server {i} not serving after {within:?}: {}",
+                        self.log_tail(i)
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// Like [`Self::start`]; a missing ZooKeeper skips (prints SKIPPED and
+    /// returns `None`) unless `required`, where it panics.
+    pub fn start_or_skip(n: usize, required: bool) -> Option<Self> {
+        if classpath().is_none() {
+            if required {
+                panic!("ZooKeeper is required (CI=true or TENURE_REQUIRE_SERVERS=1) but not installed: apt-get install zookeeper");
+            }
+            eprintln!("SKIPPED: no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)");
+            return None;
+        }
+        match Self::start(n) {
+            Ok(z) => Some(z),
+            Err(e) => panic!("private ZooKeeper did not start: {e}"),
+        }
+    }
+
+    /// `zk://127.0.0.1:p1[,127.0.0.1:p2...]`.
+    pub fn url(&self) -> String {
+        format!("zk://{}", self.hosts())
+    }
+
+    /// `127.0.0.1:p1[,127.0.0.1:p2...]`.
+    pub fn hosts(&self) -> String {
+        self.client_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Server `i`'s client address.
+    pub fn server_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.client_ports[i])
+    }
+
+    /// The end of server `i`'s log.
+    pub fn log_tail(&self, i: usize) -> String {
+        let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+        let start = log.len().saturating_sub(2000);
+        log.get(start..).unwrap_or_default().to_string()
+    }
+
+    /// How many servers the ensemble has.
+    pub fn len(&self) -> usize {
+        self.client_ports.len()
+    }
+
+    /// Whether the ensemble has no servers (never, once started).
+    pub fn is_empty(&self) -> bool {
+        self.client_ports.is_empty()
+    }
+
+    /// SIGKILLs server `i` and waits until it is gone (no-op if it is not running).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers.get_mut(i).and_then(Option::take) {
+            // Closing the pipe makes the shell SIGKILL java and reap it.
+            drop(c.stdin.take());
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts server `i` again (after [`Self::kill`]) on its data and port.
+    pub fn restart(&mut self, i: usize) -> std::io::Result<()> {
+        if self.servers[i].is_none() {
+            let child = self.spawn(i)?;
+            self.servers[i] = Some(child);
+        }
+        self.wait_serving(Duration::from_secs(60))
+    }
+
+    /// The server's answer to a four-letter command (`mntr`, `srvr`, `cons`).
+    pub fn four_letters(&self, i: usize, cmd: &str) -> std::io::Result<String> {
+        four_letters(self.client_ports[i], cmd)
+    }
+}
+
+fn four_letters(port: u16, cmd: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    )?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(cmd.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+impl Drop for ZkEnsemble {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.kill(i);
+        }
+    }
+}

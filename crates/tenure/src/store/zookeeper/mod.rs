@@ -1,0 +1,417 @@
+//! The ZooKeeper store (`zk://host:2181[,host:2181...][/chroot]`, feature `zookeeper`).
+//!
+//! Znodes, under `/<prefix>` inside the URL's chroot
+//! (`StoreOptions::table_prefix`, default `tenure_`; names escaped so that
+//! each is one znode name):
+//!
+//! | znode | kind | holds |
+//! |---|---|---|
+//! | `/<p>` | persistent | a marker: a tree without it is another program's, and refused |
+//! | `/<p>/clock` | persistent | nothing: writing it reads the ZooKeeper leader's clock (`mtime`) |
+//! | `.../e/<ns>/<election>/term` | persistent | nothing; its **version is the term** |
+//! | `.../leader` | ephemeral, on the holder's session | JSON: holder, term, metadata, TTL, a hand-over request |
+//! | `.../state` | persistent | JSON: the last term, how it started and ended |
+//! | `.../handover` | persistent | JSON: a hand-over window (target, reason, length) |
+//! | `.../members/<holder>` | ephemeral | JSON: metadata, priority, TTL |
+//! | `.../history/<term:020>` | persistent | JSON: one term |
+//!
+//! * **Term**: every acquisition is one multi-op that sets the `term` znode
+//!   with the version it read (so two acquisitions cannot both commit), creates
+//!   the `leader` znode and writes the state and the history entry. The new
+//!   version is the term. A znode's version only ever increases, ZooKeeper
+//!   stores it durably in every server's log and snapshots, and the multi-op
+//!   commits on a quorum or not at all; so terms increase strictly and densely
+//!   across the ensemble and across restarts, and each term was handed to
+//!   exactly one acquisition: a valid fencing token. (A zxid would be too,
+//!   but a multi-op cannot know its own zxid before it commits, and the
+//!   history entry is written in the same multi-op under its term.)
+//! * **Expiry** is judged by ZooKeeper twice over, never by a client clock:
+//!   the `leader` znode is ephemeral on a session whose timeout is the TTL
+//!   (one session per TTL and store), so it goes away when the ensemble
+//!   expires the holder's session; and a lease not renewed within its TTL of
+//!   its `mtime` (the ZooKeeper leader's clock at the last renewal) is
+//!   expired: an acquirer reads that clock by writing `/<p>/clock` after its
+//!   read and deletes the expired znode in its multi-op, conditional on the
+//!   version it read (so no renewal can slip in between). The second rule
+//!   covers a live process whose elector stopped renewing (its session is
+//!   kept alive by the client's pings). A negotiated session timeout shorter
+//!   than the TTL would let the session expire before the leader's deadline,
+//!   so it is refused (raise the server's `maxSessionTimeout`).
+//! * **Renew** is a conditional write of the `leader` znode from the
+//!   holder's own session (version as read, holder, term, owner session and
+//!   no hand-over request checked): the ensemble heard the session after the
+//!   elector's `t0`, so neither rule can end the lease before `t0 + ttl` by
+//!   the ZooKeeper leader's clock.
+//! * **Push**: one persistent watch per election this process reads or
+//!   holds (and no others): creations and deletions of its `leader` znode wake
+//!   the process's followers and observers, a hand-over request marked on it
+//!   wakes the leader. Succession among those followers is the elector's
+//!   (designated successor first, the rest after a grace).
+//! * **Times** are the ZooKeeper leader's clock (`ctime`/`mtime`,
+//!   milliseconds) except `read_at_us` of plain reads, which is the client's
+//!   (informational: decisions use the server's clock, as above).
+//!
+//! # URLs
+//!
+//! `zk://[user:password@]host:port[,host:port...][/chroot]`. The chroot must
+//! exist; nothing is written outside it. A user and password authenticate
+//! with ZooKeeper's `digest` scheme; they never appear in errors or logs.
+
+mod errors;
+mod history;
+mod lease;
+mod members;
+mod paths;
+mod read;
+mod url;
+mod values;
+mod watch;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+use super::{
+    Acquire, Capabilities, Changes, Claim, ElectionKey, Handover, HandoverReason, HistoryRecord,
+    LeaseRecord, LeaseStore, Member, MemberRecord, StoreOptions, Tenure,
+};
+use crate::error::{Error, Result};
+
+/// The ZooKeeper store; see the [module documentation](self).
+pub struct ZkStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: url::ZkUrl,
+    described: String,
+    base: String,
+    history_retention: u64,
+    connect_timeout: Duration,
+    /// For reads, watches and the clock: survives no particular lease.
+    main: tokio::sync::Mutex<Option<Client>>,
+    /// One session per TTL (milliseconds): its timeout is that TTL.
+    sessions: tokio::sync::Mutex<HashMap<u64, Client>>,
+    /// Election directories known to exist.
+    dirs: Mutex<HashSet<ElectionKey>>,
+    changes: broadcast::Sender<Option<ElectionKey>>,
+    /// The elections with a watch task, and the tasks.
+    watched: Mutex<HashMap<ElectionKey, tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ZkStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkStore")
+            .field("store", &self.inner.described)
+            .field("base", &self.inner.base)
+            .finish()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for (_, t) in self
+            .watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+        {
+            t.abort();
+        }
+    }
+}
+
+pub(super) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ZkStore {
+    /// Connects to the ensemble a `zk://` URL names and checks (creating it
+    /// if missing) the store's znode tree inside the chroot.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
+        let parsed = url::parse(url)?;
+        let prefix = options.table_prefix.trim_matches('/');
+        if prefix.is_empty() || prefix.contains('/') || prefix == "." || prefix == ".." {
+            return Err(Error::config(
+                "table prefix",
+                format!("{prefix:?} is not one znode name"),
+            ));
+        }
+        let (changes, _) = broadcast::channel(1024);
+        let inner = Arc::new(Inner {
+            described: super::redact_url(url),
+            url: parsed,
+            base: format!("/{prefix}"),
+            history_retention: options.history_retention.max(1),
+            connect_timeout: options.connect_timeout,
+            main: tokio::sync::Mutex::new(None),
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashSet::new()),
+            changes,
+            watched: Mutex::new(HashMap::new()),
+        });
+        inner.check_tree().await?;
+        Ok(Self { inner })
+    }
+}
+
+impl Inner {
+    fn map(&self, path: &str, e: ZkError) -> Error {
+        errors::map(&self.described, path, e)
+    }
+
+    fn protocol(&self, reason: impl Into<String>) -> Error {
+        Error::Protocol {
+            store: self.described.clone(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// Opens a session with the given timeout (the server may negotiate another).
+    async fn open(&self, timeout: Duration) -> Result<Client> {
+        let mut connector = Client::connector()
+            .with_session_timeout(timeout)
+            .with_connection_timeout(self.connect_timeout);
+        if let Some(d) = &self.url.digest {
+            connector = connector.with_auth("digest", d.as_bytes());
+        }
+        match tokio::time::timeout(self.connect_timeout, connector.connect(&self.url.connect)).await
+        {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(self.map(&self.url.chroot, e)),
+            Err(_) => Err(Error::Unavailable {
+                store: self.described.clone(),
+                reason: format!(
+                    "no ZooKeeper server answered within {:?} (is the ensemble running, and \
+                     are these its client ports?)",
+                    self.connect_timeout
+                ),
+                source: None,
+            }),
+        }
+    }
+
+    /// The session for reads, watches and the clock, reopened if it ended.
+    async fn main(&self) -> Result<Client> {
+        let mut main = self.main.lock().await;
+        if let Some(c) = main.as_ref() {
+            if !c.state().is_terminated() {
+                return Ok(c.clone());
+            }
+            // Its watches died with it: wake everyone to re-read.
+            let _ = self.changes.send(None);
+        }
+        let c = self.open(Duration::from_secs(10)).await?;
+        *main = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The session whose timeout is `ttl`, opened if needed. Refuses a TTL
+    /// longer than the session timeout the ensemble grants.
+    async fn session(&self, ttl: Duration) -> Result<Client> {
+        let mut sessions = self.sessions.lock().await;
+        let key = ms(ttl).max(1);
+        if let Some(c) = sessions.get(&key) {
+            if !c.state().is_terminated() {
+                return Ok(c.clone());
+            }
+        }
+        let c = self.open(Duration::from_millis(key)).await?;
+        let granted = c.session_timeout();
+        if granted < Duration::from_millis(key) {
+            return Err(Error::config(
+                "ttl",
+                format!(
+                    "{ttl:?} is longer than the session timeout ZooKeeper grants ({granted:?}): \
+                     the ensemble could expire the leader's session before its deadline; use a \
+                     TTL of at most {granted:?} or raise the servers' maxSessionTimeout"
+                ),
+            ));
+        }
+        sessions.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// The ZooKeeper leader's clock now, in µs since the epoch: the `mtime`
+    /// of a write. Decisions about expiry compare znode times with this.
+    async fn server_now_us(&self) -> Result<i64> {
+        let c = self.main().await?;
+        let path = self.clock_path();
+        let stat = c
+            .set_data(&path, b"", None)
+            .await
+            .map_err(|e| self.map(&path, e))?;
+        Ok(stat.mtime.saturating_mul(1000))
+    }
+
+    /// Checks the base znode is ours (creating it if missing), inside an
+    /// existing chroot.
+    async fn check_tree(&self) -> Result<()> {
+        let c = self.main().await?;
+        match c.get_data(&self.base).await {
+            Ok((data, _)) if data == paths::MARKER => {}
+            Ok((data, stat)) => {
+                let shown = String::from_utf8_lossy(&data[..data.len().min(40)]).into_owned();
+                return Err(Error::config(
+                    "store prefix",
+                    format!(
+                        "znode {}{} exists but is not a tenure store (data {shown:?}, {} children): \
+                         another program owns it; choose another chroot or prefix",
+                        self.url.chroot.trim_end_matches('/'),
+                        self.base,
+                        stat.num_children
+                    ),
+                ));
+            }
+            Err(ZkError::NoNode) => {
+                let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+                match c.create(&self.base, paths::MARKER, &opts).await {
+                    Ok(_) | Err(ZkError::NodeExists) => {}
+                    Err(ZkError::NoNode) => return Err(self.no_chroot()),
+                    Err(e) => return Err(self.map(&self.base, e)),
+                }
+            }
+            Err(e) => return Err(self.map(&self.base, e)),
+        }
+        let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for p in [self.clock_path(), self.elections_root()] {
+            match c.create(&p, b"", &opts).await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(self.map(&p, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn no_chroot(&self) -> Error {
+        Error::InvalidUrl {
+            url: self.described.clone(),
+            reason: format!(
+                "the chroot {} does not exist on this ensemble (tenure writes nothing outside \
+                 it, so it does not create it); create it (zkCli.sh create {}) or fix the URL",
+                self.url.chroot, self.url.chroot
+            ),
+        }
+    }
+
+    /// Creates an election's persistent directories once per store.
+    async fn ensure_dir(&self, key: &ElectionKey) -> Result<()> {
+        if self
+            .dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+        {
+            return Ok(());
+        }
+        let c = self.main().await?;
+        let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let dir = self.dir(key);
+        let ns = dir
+            .rsplit_once('/')
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default();
+        for p in [
+            ns,
+            dir.clone(),
+            format!("{dir}/members"),
+            format!("{dir}/history"),
+        ] {
+            match c.create(&p, b"", &opts).await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(ZkError::NoNode) => return Err(self.no_chroot()),
+                Err(e) => return Err(self.map(&p, e)),
+            }
+        }
+        self.dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone());
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LeaseStore for ZkStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            push: true,
+            push_acquisitions: true,
+            fenced_transactions: false,
+            batch_renew: false,
+            durable: true,
+            min_ttl: Duration::ZERO,
+            sparse_terms: false,
+        }
+    }
+    fn describe(&self) -> String {
+        self.inner.described.clone()
+    }
+    async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
+        Inner::try_acquire(&self.inner, claim).await
+    }
+    async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
+        self.inner.renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &Tenure) -> Result<bool> {
+        self.inner.end(tenure, None).await
+    }
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        Inner::watch(&self.inner, key).await;
+        self.inner.read(key).await
+    }
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        self.inner.list(namespace).await
+    }
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.inner.members(key).await
+    }
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.inner.reap(key).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        crate::store::handover_window_us(window)?;
+        self.inner
+            .end(tenure, Some((to, window, reason.as_str())))
+            .await
+    }
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        crate::store::handover_window_us(window)?;
+        self.inner
+            .request_handover(key, to, window, reason.as_str())
+            .await
+    }
+    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
+        self.inner.history(key, limit).await
+    }
+    fn subscribe(&self) -> Option<Changes> {
+        Some(self.inner.changes.subscribe())
+    }
+}
