@@ -119,6 +119,62 @@ async fn sigterm_stops_the_child_releases_and_exits_143() {
     assert_eq!(rec.holder, None, "released on SIGTERM");
 }
 
+/// The job itself gets the SIGTERM (not only its group's signal queue): a job
+/// that traps it can finish its work and exit before the kill grace. The
+/// guard blocks SIGTERM for its own signalfd; a job that inherited that mask
+/// never saw the signal and was SIGKILLed at the end of the grace.
+#[tokio::test]
+async fn the_job_receives_sigterm_and_may_exit_cleanly_before_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let mut t = spawn_tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "svc",
+            "--ttl",
+            "2s",
+            "--kill-grace",
+            "400ms",
+            "--",
+            // Not a shell: dash unblocks signals itself, most programs do not.
+            "python3",
+            "-c",
+            "import os, signal, sys, time\n\
+             def done(*_):\n    open('got-term', 'w').write('term')\n    sys.exit(0)\n\
+             signal.signal(signal.SIGTERM, done)\n\
+             open('child.pid', 'w').write(str(os.getpid()))\n\
+             time.sleep(1000)",
+        ],
+        &dir.path().join("log"),
+    );
+    let pidfile = dir.path().join("child.pid");
+    wait_until("child start", Duration::from_secs(10), || {
+        read_pid(&pidfile)
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    kill(Pid::from_raw(t.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || t.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let took = asked.elapsed();
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    assert!(
+        dir.path().join("got-term").exists(),
+        "the job never saw SIGTERM (took {took:?}):\n{log}"
+    );
+    assert!(
+        took < Duration::from_millis(400),
+        "tenure took {took:?}, the kill grace, to stop a job that exits on SIGTERM:\n{log}"
+    );
+    assert_eq!(status.code(), Some(143), "{log}");
+}
+
 #[tokio::test]
 async fn leftover_background_processes_are_killed_when_the_child_exits() {
     let dir = tempfile::tempdir().unwrap();

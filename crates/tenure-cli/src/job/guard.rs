@@ -97,7 +97,7 @@ impl Guard {
         ctl.set_nonblocking(true).map_err(io_errno)?;
         // The guard has a process group of its own: terminal and stop requests
         // for tenure's group do not reach it. These signals are read through a
-        // signalfd (SIGCHLD) or ignored; std's spawn resets the mask for the job.
+        // signalfd (SIGCHLD) or ignored; the job's pre_exec unblocks them.
         let mut mask = SigSet::empty();
         for s in [
             Signal::SIGCHLD,
@@ -240,7 +240,8 @@ impl Guard {
             .env("TENURE_TERM", term.to_string())
             .process_group(0);
         // SAFETY: runs in the forked child before exec and calls only
-        // async-signal-safe functions (write, prctl, getppid).
+        // async-signal-safe functions (write, prctl, sigemptyset,
+        // pthread_sigmask, getppid).
         unsafe {
             cmd.pre_exec(move || {
                 if let Some(fd) = procs_fd {
@@ -252,6 +253,18 @@ impl Guard {
                 // Belt and braces: if the guard itself were SIGKILLed, the
                 // kernel kills the job (unless it exec'd a set-id binary).
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The guard blocks SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGCHLD
+                // for its signalfd, and a blocked mask survives exec: the job
+                // would never see the SIGTERM that asks it to stop, and be
+                // SIGKILLed at the end of its grace. (std does not reset the
+                // mask when a pre_exec hook is set.)
+                let mut none = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+                if libc::sigemptyset(none.as_mut_ptr()) != 0
+                    || libc::pthread_sigmask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut())
+                        != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 if libc::getppid() != guard_pid {
