@@ -231,24 +231,49 @@ fn run_and_status_on_zookeeper() {
 /// a few TTLs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_leader_steps_down_before_the_follower_takes_over() {
-    use tenure::store::{connect, StoreOptions};
-    use tenure::Elector;
-
     let Some(zk) = tokio::task::spawn_blocking(zk).await.unwrap() else {
         return;
     };
-    let chrooted = tokio::task::spawn_blocking(move || chroot(zk, "/cli-partition"))
-        .await
-        .unwrap();
-    let proxy = common::Proxy::start(&zk.server_addr(0)).await;
+    partitioned_leader_steps_down(zk, 0, 0, "/cli-partition").await;
+}
+
+/// The same on a 3-server ensemble with one server killed: the leader's
+/// client reaches the ensemble only through a proxy to server 0, the
+/// follower's talks to server 2; server 0 stays in the quorum (only the
+/// client is cut off from it), so the ensemble keeps serving the follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_on_an_ensemble_with_a_dead_server_steps_down_first() {
+    let Some(mut zk) =
+        tokio::task::spawn_blocking(|| ZkEnsemble::start_or_skip(3, servers::required()))
+            .await
+            .unwrap()
+    else {
+        return;
+    };
+    zk.kill(1);
+    partitioned_leader_steps_down(&zk, 0, 2, "/cli-partition-ensemble").await;
+}
+
+/// A leader connected only through a proxy to server `via`, a follower
+/// connected directly to server `direct`; the proxy is cut.
+async fn partitioned_leader_steps_down(zk: &ZkEnsemble, via: usize, direct: usize, root: &str) {
+    use tenure::store::{connect, StoreOptions};
+    use tenure::Elector;
+
+    {
+        let client = Client::connect(&zk.server_addr(direct))
+            .await
+            .expect("zk client");
+        let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let _ = client.create(root, b"", &opts).await;
+    }
+    let chrooted = format!("zk://{}{root}", zk.server_addr(direct));
+    let proxy = common::Proxy::start(&zk.server_addr(via)).await;
     let opts = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
     let ttl = Duration::from_secs(2);
-    let a_store = connect(
-        &format!("zk://127.0.0.1:{}/cli-partition", proxy.port),
-        &opts,
-    )
-    .await
-    .expect("store via proxy");
+    let a_store = connect(&format!("zk://127.0.0.1:{}{root}", proxy.port), &opts)
+        .await
+        .expect("store via proxy");
     let b_store = connect(&chrooted, &opts).await.expect("direct store");
     let a = Elector::builder(a_store)
         .election("partition")
