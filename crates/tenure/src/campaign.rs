@@ -20,6 +20,9 @@ use crate::store::{
     Tenure, Woken,
 };
 
+/// How soon a leader renews after a pushed change it could not read.
+const PUSHED_READ_RETRY: Duration = Duration::from_millis(100);
+
 /// Requests from the [`Elector`](crate::Elector) handle.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -716,6 +719,13 @@ impl Campaign {
                     _ = self.shared.clock.sleep_until(deadline) => None,
                     cmd = self.commands.recv() => return self.command_while_leading(cmd, &tenure).await,
                 };
+                if rec.is_none() {
+                    // The read failed or timed out: the push may have been a
+                    // hand-over request, and it is spent. Renew soon instead
+                    // of at the next grid instant: a pending request makes
+                    // that renewal fail, and the failure path acts on it.
+                    next_renew = next_renew.min(self.now() + PUSHED_READ_RETRY);
+                }
                 if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
                     return next;
                 }

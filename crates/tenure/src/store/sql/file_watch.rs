@@ -28,6 +28,10 @@ use crate::store::{Changes, ElectionKey};
 /// this (plus the successor's acquisition). Two `stat` calls cost microseconds.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 
+/// The leases are read every this many checks (1 s) even when the files look
+/// unchanged.
+const LOOK_ANYWAY_EVERY: u32 = 100;
+
 /// Without the file to look at, everyone is woken every this many checks (80 ms).
 const FALLBACK_EVERY: u32 = 8;
 
@@ -86,6 +90,7 @@ async fn watch(path: PathBuf, pool: AnyPool, statements: Arc<Statements>, tx: We
     let mut last: Option<Stamp> = None;
     let mut seen: HashMap<ElectionKey, Seen> = HashMap::new();
     let mut polls = 0u32;
+    let mut looks = 0u32;
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
         let Some(tx) = tx.upgrade() else { return };
@@ -99,7 +104,13 @@ async fn watch(path: PathBuf, pool: AnyPool, statements: Arc<Statements>, tx: We
             }
             continue;
         }
-        if last.as_ref() == Some(&now) {
+        // Unchanged files need no read, except now and then: a commit can
+        // leave size and modification time as they were (a write-ahead log
+        // restarted at the same length within one tick of the coarse
+        // file-time clock), and a wake-up missed that way would cost a leader
+        // a renew period and a follower the old lease's expiry.
+        looks += 1;
+        if last.as_ref() == Some(&now) && looks % LOOK_ANYWAY_EVERY != 0 {
             continue;
         }
         let rows = sqlx::query(&sent(Dialect::Sqlite, &statements.list_all))
