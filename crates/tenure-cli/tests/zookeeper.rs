@@ -18,6 +18,11 @@ fn zk() -> Option<&'static ZkEnsemble> {
         .as_ref()
 }
 
+/// The tests that compare the whole tree before and after take turns: two
+/// of them create a root of their own (`/foreign`, `/locked`) that the
+/// others would see appear (CI saw it).
+static WHOLE_TREE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `tenure args` (in a temporary directory) and checks its exit code,
 /// that each needle is in its output, and that it did not panic.
 fn assert_fails(args: &[&str], code: i32, needles: &[&str]) -> String {
@@ -106,6 +111,7 @@ fn unreachable_ensemble_is_unavailable_and_the_password_is_redacted() {
 #[test]
 fn wrong_chroot_is_a_usage_error_and_writes_nothing() {
     let Some(zk) = zk() else { return };
+    let _turn = WHOLE_TREE.lock().unwrap_or_else(|p| p.into_inner());
     let rt = rt();
     let client = rt.block_on(Client::connect(&zk.hosts())).unwrap();
     let before = rt.block_on(tree(&client));
@@ -129,6 +135,7 @@ fn wrong_chroot_is_a_usage_error_and_writes_nothing() {
 #[test]
 fn a_tree_another_program_owns_is_refused_untouched() {
     let Some(zk) = zk() else { return };
+    let _turn = WHOLE_TREE.lock().unwrap_or_else(|p| p.into_inner());
     let rt = rt();
     let client = rt.block_on(Client::connect(&zk.hosts())).unwrap();
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -162,6 +169,7 @@ fn a_tree_another_program_owns_is_refused_untouched() {
 #[test]
 fn acl_denied_names_the_znode_and_the_fix() {
     let Some(zk) = zk() else { return };
+    let _turn = WHOLE_TREE.lock().unwrap_or_else(|p| p.into_inner());
     let rt = rt();
     let client = rt.block_on(Client::connect(&zk.hosts())).unwrap();
     let read_only = CreateMode::Persistent.with_acls(Acls::anyone_read());
