@@ -262,20 +262,13 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         args,
     };
     let started = shared_clock::now_ns();
-    // With a stepped store clock, the candidates whose statements see the clock
-    // ahead (odd ones) start only once a true-clock candidate leads: they find
-    // its lease expired while it still believes. Started together, a stepped
-    // candidate usually won first and kept leadership among the stepped ones
-    // (they see every lease end early), and the check passed a broken setup.
-    let order: Vec<usize> = if run.args.store_clock_step {
-        let (even, odd): (Vec<usize>, Vec<usize>) =
-            (0..run.args.candidates).partition(|i| i % 2 == 0);
-        even.into_iter().chain(odd).collect()
-    } else {
-        (0..run.args.candidates).collect()
-    };
-    let mut slots: Vec<Option<Candidate>> = (0..run.args.candidates).map(|_| None).collect();
-    for i in order {
+    for i in 0..run.args.candidates {
+        // With a stepped store clock, c1 (the first whose statements see the
+        // clock ahead) starts only once c0, a true-clock candidate, leads: it
+        // finds c0's lease expired while c0 still believes. Started together, a
+        // stepped candidate usually won first and leadership stayed among the
+        // stepped ones (they see every lease end early): the check passed a
+        // broken setup (CI, stop 17).
         if run.args.store_clock_step && i == 1 {
             run.wait_for_a_leader(run.args.ttl * 10).await;
         }
@@ -284,9 +277,9 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         let all =
             run.args.clock_beyond_bound || run.args.bug.is_some() || run.args.store_clock_step;
         let fake = (clock_faults && (all || run.rng.gen_bool(0.4))).then(|| run.random_faketime(i));
-        slots[i] = Some(run.spawn(i, 0, fake.clone())?);
+        let c = run.spawn(i, 0, fake.clone())?;
+        run.cands.push(c);
     }
-    run.cands = slots.into_iter().flatten().collect();
     let end = started + run.args.duration.as_nanos() as u64;
     let mut n = 0u32;
     while shared_clock::now_ns() < end {
