@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::elections::bounded;
+use super::elections::{bounded, read_all};
 use super::error::ApiError;
 use super::State;
 
@@ -61,19 +61,24 @@ pub(crate) async fn readyz(state: State) -> Response {
     }
 }
 
-/// `GET /metrics`: the render hook's text.
+/// `GET /metrics`: the render hook's text, after one bounded read of every
+/// election's member list, so `tenure_members` is as of this scrape (a
+/// steady elector reads no member list). If the store cannot be read, the
+/// values of the last read are rendered; `/readyz` says why.
 pub(crate) async fn metrics(state: State) -> Result<Response, ApiError> {
-    match &state.api.metrics {
-        Some(render) => Ok((
-            [(
-                axum::http::header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            render(),
-        )
-            .into_response()),
-        None => Err(ApiError::not_found(
+    let Some(render) = &state.api.metrics else {
+        return Err(ApiError::not_found(
             "no metrics configured (library: Api::metrics with a recorder's render function)",
-        )),
-    }
+        ));
+    };
+    // Its errors and time-outs only leave the last values in place.
+    let _ = bounded(&state, read_all(&state, 0)).await;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render(),
+    )
+        .into_response())
 }
