@@ -440,7 +440,7 @@ async fn blocked_stderr_cannot_delay_the_kill(kind: Kind) {
     let name = election("stderr");
     let (url, mut cut) = match &s.tcp {
         Some(addr) => {
-            let proxy = Proxy::start(addr).await;
+            let proxy = Proxy::start(addr).await.expect("start the proxy");
             let via = s.url.replace(addr, &format!("127.0.0.1:{}", proxy.port));
             assert_ne!(via, s.url, "test expects the default server URL on {addr}");
             (via, Some(Cut::Proxy(proxy)))

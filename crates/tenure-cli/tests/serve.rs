@@ -706,7 +706,7 @@ async fn serve_health_when_the_store_is_cut() {
         parsed.host_str().expect("host"),
         parsed.port().unwrap_or(5432)
     );
-    let proxy = Proxy::start(&upstream).await;
+    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
     // trust authentication ignores the password; it must still never show.
     let mut via = parsed.clone();
     via.set_port(Some(proxy.port)).expect("port");

@@ -3,12 +3,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
@@ -86,58 +81,5 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// A TCP proxy in front of a server that can be switched to swallow all traffic
-/// (a blackholed network: connections stay open, nothing arrives).
-pub struct Proxy {
-    pub port: u16,
-    blackhole: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    pub async fn start(upstream: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let blackhole = Arc::new(AtomicBool::new(false));
-        let upstream = upstream.to_string();
-        let bh = blackhole.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let bh = bh.clone();
-                tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(&upstream).await {
-                        let (cr, cw) = client.into_split();
-                        let (sr, sw) = server.into_split();
-                        tokio::spawn(pipe(cr, sw, bh.clone()));
-                        tokio::spawn(pipe(sr, cw, bh));
-                    }
-                });
-            }
-        });
-        Proxy { port, blackhole }
-    }
-
-    pub fn set_blackhole(&self, on: bool) {
-        self.blackhole.store(on, Ordering::SeqCst);
-    }
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    blackhole: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if blackhole.load(Ordering::SeqCst) {
-            continue;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
+#[allow(unused_imports)] // not every test binary cuts a network
+pub use tenure_testsupport::proxy::Proxy;
