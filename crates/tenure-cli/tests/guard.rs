@@ -317,11 +317,24 @@ fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// How the guard puts the job in a cgroup of its own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum JobCgroup {
+    /// Born in it: clone3(CLONE_INTO_CGROUP), the default.
+    Born,
+    /// Moved in before exec by a write to `cgroup.procs` (the fallback where
+    /// clone3 cannot be used; `TENURE_JOB_CLONE3=0`).
+    Joined,
+    /// None (`TENURE_JOB_CGROUP=0`): process group + subreaper.
+    No,
+}
+
 /// SIGKILL of `tenure run` while the job is a set-gid program (no parent-death
 /// signal), with a grandchild in its process group and one that left it with
 /// `setsid`: nothing of the job remains within 100 ms. Run with the job's own
-/// cgroup and without it (`TENURE_JOB_CGROUP=0`: process group + subreaper).
-async fn killed_tenure_leaves_nothing_behind(kind: Kind, cgroup: bool) {
+/// cgroup (started in it by clone3, or moved in) and without it. With a
+/// cgroup, the job and both children are checked to be in it.
+async fn killed_tenure_leaves_nothing_behind(kind: Kind, mode: JobCgroup) {
     let _serial = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -344,10 +357,13 @@ async fn killed_tenure_leaves_nothing_behind(kind: Kind, cgroup: bool) {
         "sleep 1000 & echo $! > grandchild.pid; setsid sleep 1000 & echo $! > escaped.pid; \
          echo $$ > job.pid; {last}"
     );
-    let cgroup = cgroup && cgroup_v2_writable();
+    let cgroup = mode != JobCgroup::No && cgroup_v2_writable();
     let mut t = spawn_run_with(d, &s.url, &election("killed"), "a", &script, |c| {
         if !cgroup {
             c.env("TENURE_JOB_CGROUP", "0");
+        }
+        if mode == JobCgroup::Joined {
+            c.env("TENURE_JOB_CLONE3", "0");
         }
     });
     let pids: Vec<i32> = wait_until("the job and its children", Duration::from_secs(15), || {
@@ -378,6 +394,16 @@ async fn killed_tenure_leaves_nothing_behind(kind: Kind, cgroup: bool) {
         "the job is {}in a cgroup:\n{started}",
         if cgroup { "" } else { "not " }
     );
+    if cgroup {
+        // The guard's cgroup for this job: tenure-job-<guard pid>.
+        let guard = parent_of(pids[0]).expect("the job's parent is the guard");
+        let want = format!("/tenure-job-{guard}");
+        for p in &pids {
+            let cg = std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+            let v2 = cg.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("");
+            assert!(v2.ends_with(&want), "{p} is in {v2:?}, not in {want}");
+        }
+    }
     kill(Pid::from_raw(t.id() as i32), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
     let _ = t.wait();
@@ -396,28 +422,33 @@ async fn killed_tenure_leaves_nothing_behind(kind: Kind, cgroup: bool) {
         left.is_empty(),
         "still alive 5 s after tenure was SIGKILLed: {left:?}"
     );
-    eprintln!("{kind:?} cgroup={cgroup}: job, grandchild and setsid'd child gone {took:?} after SIGKILL of tenure");
+    eprintln!("{kind:?} {mode:?} cgroup={cgroup}: job, grandchild and setsid'd child gone {took:?} after SIGKILL of tenure");
     assert!(took <= Duration::from_millis(100), "took {took:?}");
 }
 
 #[tokio::test]
 async fn killed_tenure_leaves_nothing_behind_sqlite_cgroup() {
-    killed_tenure_leaves_nothing_behind(Kind::Sqlite, true).await;
+    killed_tenure_leaves_nothing_behind(Kind::Sqlite, JobCgroup::Born).await;
+}
+
+#[tokio::test]
+async fn killed_tenure_leaves_nothing_behind_sqlite_cgroup_joined_by_write() {
+    killed_tenure_leaves_nothing_behind(Kind::Sqlite, JobCgroup::Joined).await;
 }
 
 #[tokio::test]
 async fn killed_tenure_leaves_nothing_behind_sqlite_process_group_and_subreaper() {
-    killed_tenure_leaves_nothing_behind(Kind::Sqlite, false).await;
+    killed_tenure_leaves_nothing_behind(Kind::Sqlite, JobCgroup::No).await;
 }
 
 #[tokio::test]
 async fn killed_tenure_leaves_nothing_behind_mariadb() {
-    killed_tenure_leaves_nothing_behind(Kind::Mariadb, true).await;
+    killed_tenure_leaves_nothing_behind(Kind::Mariadb, JobCgroup::Born).await;
 }
 
 #[tokio::test]
 async fn killed_tenure_leaves_nothing_behind_postgres() {
-    killed_tenure_leaves_nothing_behind(Kind::Postgres, false).await;
+    killed_tenure_leaves_nothing_behind(Kind::Postgres, JobCgroup::No).await;
 }
 
 /// Cuts the store off from `tenure run`: a blackholed TCP proxy for the

@@ -10,7 +10,8 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,11 @@ pub const DISABLE_ENV: &str = "TENURE_JOB_CGROUP";
 #[derive(Debug)]
 pub struct Cgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, opened before the fork so the child only has to write.
+    /// The directory itself, for `clone3(CLONE_INTO_CGROUP)`: the job is born
+    /// in the cgroup (see `spawn.rs`).
+    dir_fd: File,
+    /// `cgroup.procs`, for the fallback where clone3 cannot be used: opened
+    /// before the fork so the child only has to write.
     procs: File,
 }
 
@@ -38,18 +43,23 @@ impl Cgroup {
             .join(own.trim_start_matches('/'))
             .join(format!("tenure-job-{}", std::process::id()));
         fs::create_dir(&dir).ok()?;
-        let group = Cgroup {
-            procs: match OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))
-            {
-                Ok(f) => f,
-                Err(_) => {
-                    let _ = fs::remove_dir(&dir);
-                    return None;
-                }
-            },
-            dir,
+        // Both opened close-on-exec (std always adds O_CLOEXEC).
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&dir)
+            .and_then(|d| {
+                let procs = OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))?;
+                Ok((d, procs))
+            });
+        let group = match opened {
+            Ok((dir_fd, procs)) => Cgroup { dir, dir_fd, procs },
+            Err(_) => {
+                let _ = fs::remove_dir(&dir);
+                return None;
+            }
         };
         if !group.dir.join("cgroup.kill").exists() {
             group.remove();
@@ -63,8 +73,15 @@ impl Cgroup {
         &self.dir
     }
 
-    /// A descriptor of `cgroup.procs`: a forked child writes `0` to it to move
-    /// itself in before exec (async-signal-safe: one `write`).
+    /// The cgroup's directory, open: `clone3(CLONE_INTO_CGROUP)` starts the
+    /// job inside.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir_fd.as_fd()
+    }
+
+    /// A descriptor of `cgroup.procs`: where clone3 cannot be used, a forked
+    /// child writes `0` to it to move itself in before exec (async-signal-safe:
+    /// one `write`).
     pub fn procs_fd(&self) -> RawFd {
         self.procs.as_raw_fd()
     }

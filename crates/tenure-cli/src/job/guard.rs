@@ -37,6 +37,7 @@ use nix::unistd::Pid;
 
 use super::cgroup::Cgroup;
 use super::reap;
+use super::spawn;
 use super::wire::{FromGuard, JobStatus, ToGuard};
 
 /// The hidden first argument that turns `tenure` into a guard.
@@ -80,6 +81,9 @@ struct Guard {
     signals: SignalFd,
     deadline: Option<Duration>,
     cgroup: Option<Cgroup>,
+    /// Whether clone3(CLONE_INTO_CGROUP) may work here (false once it failed
+    /// as unsupported).
+    clone3: bool,
     /// The running job, if any.
     job: Option<Pid>,
     /// Leftovers of an earlier job may still be on their way to us.
@@ -129,6 +133,7 @@ impl Guard {
             deadline: None,
             // Made once, reused by every job of this `tenure run`.
             cgroup: Cgroup::create(),
+            clone3: std::env::var(spawn::DISABLE_ENV).map_or(true, |v| v != "0"),
             job: None,
             orphans: false,
             lapsed: false,
@@ -228,7 +233,26 @@ impl Guard {
         }
     }
 
-    fn spawn(&self, term: u64) -> std::io::Result<Pid> {
+    /// Starts the job: born in its cgroup with clone3 where it can be, else
+    /// with std's spawn joining the cgroup (if any) before exec.
+    fn spawn(&mut self, term: u64) -> std::io::Result<Pid> {
+        if let (Some(cgroup), true) = (&self.cgroup, self.clone3) {
+            // Exec needs the path (std's spawn searches PATH itself). If it
+            // cannot be found, std's spawn reports it the usual way.
+            if let Some(path) = self.argv.first().and_then(super::resolve) {
+                match spawn::spawn_in_cgroup(&path, &self.argv, term, cgroup.dir_fd()) {
+                    Ok(pid) => return Ok(pid),
+                    Err(spawn::Error::Io(e)) => return Err(e),
+                    Err(spawn::Error::Unsupported) => self.clone3 = false,
+                }
+            }
+        }
+        self.spawn_joining_cgroup(term)
+    }
+
+    /// The fallback spawn: std's, with a `pre_exec` hook that moves the child
+    /// into the cgroup (slow: see `spawn.rs`) and sets up the rest.
+    fn spawn_joining_cgroup(&self, term: u64) -> std::io::Result<Pid> {
         let (program, args) = self
             .argv
             .split_first()

@@ -15,6 +15,7 @@
 mod cgroup;
 pub mod guard;
 mod reap;
+mod spawn;
 mod wire;
 
 use std::io;
@@ -304,6 +305,6 @@ pub fn exit_code(status: JobStatus) -> u8 {
 }
 
 /// Finds `program` the way exec would, so a typo fails before campaigning.
-pub fn resolve(program: &str) -> Option<std::path::PathBuf> {
+pub fn resolve(program: impl AsRef<std::ffi::OsStr>) -> Option<std::path::PathBuf> {
     which::which(program).ok()
 }
