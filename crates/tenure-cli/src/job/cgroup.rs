@@ -8,6 +8,7 @@
 //! the cgroup interface without pulling in a whole cgroup manager, so it is
 //! written here against the kernel's file interface.
 
+use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -28,12 +29,14 @@ pub struct Cgroup {
     /// `cgroup.procs`, for the fallback where clone3 cannot be used: opened
     /// before the fork so the child only has to write.
     procs: File,
+    /// Whether `cgroup.kill` was written: see `was_killed`.
+    killed: Cell<bool>,
 }
 
 impl Cgroup {
-    /// Makes `tenure-job-<pid>` under the guard's own cgroup, or
+    /// Makes `tenure-job-<pid>-<seq>` under the guard's own cgroup, or
     /// `None` when cgroups v2 cannot be used here.
-    pub fn create() -> Option<Cgroup> {
+    pub fn create(seq: u64) -> Option<Cgroup> {
         if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
             return None;
         }
@@ -41,7 +44,7 @@ impl Cgroup {
         let own = own_cgroup()?;
         let dir = mount
             .join(own.trim_start_matches('/'))
-            .join(format!("tenure-job-{}", std::process::id()));
+            .join(format!("tenure-job-{}-{seq}", std::process::id()));
         fs::create_dir(&dir).ok()?;
         // Both opened close-on-exec (std always adds O_CLOEXEC).
         let opened = OpenOptions::new()
@@ -55,7 +58,12 @@ impl Cgroup {
                 Ok((d, procs))
             });
         let group = match opened {
-            Ok((dir_fd, procs)) => Cgroup { dir, dir_fd, procs },
+            Ok((dir_fd, procs)) => Cgroup {
+                dir,
+                dir_fd,
+                procs,
+                killed: Cell::new(false),
+            },
             Err(_) => {
                 let _ = fs::remove_dir(&dir);
                 return None;
@@ -88,7 +96,20 @@ impl Cgroup {
 
     /// Kills every process in the cgroup at once.
     pub fn kill(&self) {
+        self.killed.set(true);
         kill_dir(&self.dir);
+    }
+
+    /// Whether it was killed: the kernel (seen on 6.18) SIGKILLs at birth
+    /// every process that clone3 starts in a cgroup killed before, so a
+    /// killed cgroup must not receive another job that way.
+    pub fn was_killed(&self) -> bool {
+        self.killed.get()
+    }
+
+    /// Removes the cgroup if it is empty (one attempt); returns it otherwise.
+    pub fn try_remove(self) -> Option<Cgroup> {
+        fs::remove_dir(&self.dir).is_err().then_some(self)
     }
 
     /// Removes the (emptied) cgroup; the kernel refuses while processes remain,

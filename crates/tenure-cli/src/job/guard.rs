@@ -81,6 +81,11 @@ struct Guard {
     signals: SignalFd,
     deadline: Option<Duration>,
     cgroup: Option<Cgroup>,
+    /// How many cgroups it made (each job gets a fresh one: see `finish`).
+    cgroups_made: u64,
+    /// Cgroups of earlier jobs that could not be removed yet (a process
+    /// stuck in uninterruptible sleep): retried after each job and at exit.
+    stale_cgroups: Vec<Cgroup>,
     /// Whether clone3(CLONE_INTO_CGROUP) may work here (false once it failed
     /// as unsupported).
     clone3: bool,
@@ -132,7 +137,9 @@ impl Guard {
             signals,
             deadline: None,
             // Made once, reused by every job of this `tenure run`.
-            cgroup: Cgroup::create(),
+            cgroup: Cgroup::create(0),
+            cgroups_made: 1,
+            stale_cgroups: Vec::new(),
             clone3: std::env::var(spawn::DISABLE_ENV).map_or(true, |v| v != "0"),
             job: None,
             orphans: false,
@@ -203,7 +210,12 @@ impl Guard {
                 self.orphans = !reap::reap(Pid::from_raw(0)).1;
             }
         }
-        if let Some(c) = self.cgroup.take() {
+        for c in self
+            .cgroup
+            .take()
+            .into_iter()
+            .chain(self.stale_cgroups.drain(..))
+        {
             c.remove();
         }
     }
@@ -236,6 +248,8 @@ impl Guard {
     /// Starts the job: born in its cgroup with clone3 where it can be, else
     /// with std's spawn joining the cgroup (if any) before exec.
     fn spawn(&mut self, term: u64) -> std::io::Result<Pid> {
+        // Normally done when the last job ended.
+        self.fresh_cgroup();
         if let (Some(cgroup), true) = (&self.cgroup, self.clone3) {
             // Exec needs the path (std's spawn searches PATH itself). If it
             // cannot be found, std's spawn reports it the usual way.
@@ -311,6 +325,7 @@ impl Guard {
             c.kill();
         }
         self.orphans = !reap::kill_all_descendants(LEFTOVER_KILL_WAIT);
+        self.fresh_cgroup();
         self.job = None;
         self.disarm_timer();
         let status = match status {
@@ -322,6 +337,33 @@ impl Guard {
             status,
             lapsed: self.lapsed,
         });
+    }
+
+    /// Replaces the job's cgroup by a new one if it was killed (see
+    /// `Cgroup::was_killed`), as long as jobs are born in it by clone3 (a job
+    /// moved in by the fallback spawn is not affected). Called when a job has
+    /// ended, so that the next start does not pay for it. If no new one can
+    /// be made, the old one stays and the fallback spawn is used from then on.
+    fn fresh_cgroup(&mut self) {
+        if !self.clone3 || !self.cgroup.as_ref().is_some_and(Cgroup::was_killed) {
+            return;
+        }
+        let Some(old) = self.cgroup.take() else {
+            return;
+        };
+        let stale = std::mem::take(&mut self.stale_cgroups);
+        self.stale_cgroups = stale.into_iter().filter_map(Cgroup::try_remove).collect();
+        match Cgroup::create(self.cgroups_made) {
+            Some(new) => {
+                self.cgroups_made += 1;
+                self.stale_cgroups.extend(old.try_remove());
+                self.cgroup = Some(new);
+            }
+            None => {
+                self.cgroup = Some(old);
+                self.clone3 = false;
+            }
+        }
     }
 
     fn read_ctl(&mut self) {
@@ -379,7 +421,9 @@ impl Guard {
         if let Some(job) = self.job {
             let _ = killpg(job, Signal::SIGKILL);
         }
-        if let Some(c) = &self.cgroup {
+        // No job, nothing in its cgroup (the last one's leftovers were killed
+        // when it ended): a kill would only spoil the cgroup for the next job.
+        if let (Some(c), Some(_)) = (&self.cgroup, self.job) {
             c.kill();
         }
         reap::kill_children();

@@ -285,7 +285,7 @@ mod tests {
     /// comes back as the exec's errno.
     #[test]
     fn the_job_is_born_in_its_cgroup_in_a_group_of_its_own_with_clean_signals() {
-        let Some(cgroup) = Cgroup::create() else {
+        let Some(cgroup) = Cgroup::create(0) else {
             eprintln!("SKIPPED: no writable cgroup v2 with cgroup.kill here");
             return;
         };
