@@ -2,7 +2,16 @@
 //!
 //! ```text
 //! cargo bench -p tenure-cli --bench guard -- [--trials 200] [--freezes 10]
+//!     [--gap MS] [--also PATH]
 //! ```
+//!
+//! `--gap MS` pauses that long before each measured start (default 0), as a
+//! job start after a quiet time: a leadership change, not a burst of restarts.
+//! It matters with a cgroup: a job moved into its cgroup by a `cgroup.procs`
+//! write (the fallback spawn, or builds before clone3) waits an RCU grace
+//! period on the first such write after a quiet time. `--also PATH` measures
+//! the guard of another `tenure` binary too (an older build, say), interleaved
+//! with this one's.
 //!
 //! Prints:
 //! - the resident memory (RSS, and PSS, which shares the binary's pages with
@@ -28,17 +37,27 @@ const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 fn main() {
     let mut trials = 200usize;
     let mut freezes = 10usize;
+    let mut gap = Duration::ZERO;
+    let mut also: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--trials" => trials = args.next().and_then(|v| v.parse().ok()).unwrap_or(trials),
             "--freezes" => freezes = args.next().and_then(|v| v.parse().ok()).unwrap_or(freezes),
+            "--gap" => {
+                gap = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .map(Duration::from_millis)
+                    .unwrap_or(gap)
+            }
+            "--also" => also = args.next(),
             _ => {} // cargo bench passes --bench
         }
     }
     let dir = tempfile::tempdir().expect("temp dir");
     memory(dir.path());
-    start_latency(trials);
+    start_latency(trials, gap, also.as_deref());
     stale_window(dir.path(), freezes);
 }
 
@@ -167,28 +186,78 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     (p(0.5), p(0.9), p(0.99))
 }
 
+/// A guard started as `tenure run` starts it, for `/bin/true` jobs.
+struct BenchGuard {
+    process: std::process::Child,
+    ours: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl BenchGuard {
+    fn start(bin: &str) -> BenchGuard {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        let fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(bin);
+        cmd.args(["__guard", &fd.to_string(), "/bin/true"])
+            .process_group(0);
+        // SAFETY: fcntl only, in the child before exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+        let process = cmd.spawn().expect("spawn guard");
+        drop(theirs);
+        let reader = BufReader::new(ours.try_clone().expect("dup"));
+        BenchGuard {
+            process,
+            ours,
+            reader,
+        }
+    }
+
+    /// A start request → the guard's report that the job was started (after
+    /// its own spawn returned, so after exec); then waits for the job's end.
+    fn start_job(&mut self, term: usize) -> f64 {
+        let deadline = boottime() + Duration::from_secs(10);
+        let t = Instant::now();
+        (&self.ours)
+            .write_all(format!("D {}\nR {term}\n", deadline.as_nanos()).as_bytes())
+            .expect("write");
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("read");
+        let took = t.elapsed().as_secs_f64() * 1000.0;
+        assert!(line.starts_with("S "), "guard said {line:?}");
+        line.clear();
+        self.reader.read_line(&mut line).expect("read");
+        assert!(line.starts_with("X "), "guard said {line:?}");
+        took
+    }
+
+    fn stop(self) {
+        let BenchGuard {
+            mut process,
+            ours,
+            reader,
+        } = self;
+        drop(reader);
+        drop(ours);
+        let _ = process.wait();
+    }
+}
+
 /// Spawn → job exec'd. Directly: `spawn()` returns once exec succeeded. Through
 /// the guard (started once, as `tenure run` does): a start request → the
 /// guard's report that the job was started (after its own spawn returned).
-fn start_latency(trials: usize) {
-    let (ours, theirs) = UnixStream::pair().expect("socketpair");
-    let fd = theirs.as_raw_fd();
-    let mut cmd = Command::new(BIN);
-    cmd.args(["__guard", &fd.to_string(), "/bin/true"])
-        .process_group(0);
-    // SAFETY: fcntl only, in the child before exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::fcntl(fd, libc::F_SETFD, 0);
-            Ok(())
-        });
-    }
-    let mut guard = cmd.spawn().expect("spawn guard");
-    drop(theirs);
-    let mut reader = BufReader::new(&ours);
+fn start_latency(trials: usize, gap: Duration, also: Option<&str>) {
+    let mut guard = BenchGuard::start(BIN);
+    let mut other = also.map(BenchGuard::start);
     let mut direct = Vec::new();
     let mut guarded = Vec::new();
+    let mut other_guarded = Vec::new();
     for term in 1..=trials {
+        std::thread::sleep(gap);
         let t = Instant::now();
         let mut c = Command::new("/bin/true")
             .process_group(0)
@@ -197,25 +266,23 @@ fn start_latency(trials: usize) {
         direct.push(t.elapsed().as_secs_f64() * 1000.0);
         let _ = c.wait();
 
-        let deadline = boottime() + Duration::from_secs(10);
-        let t = Instant::now();
-        (&ours)
-            .write_all(format!("D {}\nR {term}\n", deadline.as_nanos()).as_bytes())
-            .expect("write");
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("read");
-        guarded.push(t.elapsed().as_secs_f64() * 1000.0);
-        assert!(line.starts_with("S "), "guard said {line:?}");
-        line.clear();
-        reader.read_line(&mut line).expect("read");
-        assert!(line.starts_with("X "), "guard said {line:?}");
+        std::thread::sleep(gap);
+        guarded.push(guard.start_job(term));
+        if let Some(o) = &mut other {
+            std::thread::sleep(gap);
+            other_guarded.push(o.start_job(term));
+        }
     }
-    drop(reader);
-    drop(ours);
-    let _ = guard.wait();
+    guard.stop();
+    if let Some(o) = other {
+        o.stop();
+    }
     let (d50, d90, d99) = percentiles(direct);
     let (g50, g90, g99) = percentiles(guarded);
-    println!("job start latency, spawn -> job exec'd, {trials} trials each, interleaved (ms):");
+    println!(
+        "job start latency, spawn -> job exec'd, {trials} trials each, interleaved, {} ms before each (ms):",
+        gap.as_millis()
+    );
     println!("  {:<16} {:>7} {:>7} {:>7}", "", "p50", "p90", "p99");
     println!("  {:<16} {d50:>7.3} {d90:>7.3} {d99:>7.3}", "direct");
     println!("  {:<16} {g50:>7.3} {g90:>7.3} {g99:>7.3}", "through guard");
@@ -226,6 +293,14 @@ fn start_latency(trials: usize) {
         g90 - d90,
         g99 - d99
     );
+    if let Some(path) = also {
+        let (o50, o90, o99) = percentiles(other_guarded);
+        println!(
+            "  {:<16} {o50:>7.3} {o90:>7.3} {o99:>7.3}",
+            "guard of --also"
+        );
+        println!("    (--also {path})");
+    }
 }
 
 fn stale_window(dir: &Path, freezes: usize) {
