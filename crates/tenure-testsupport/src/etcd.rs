@@ -57,10 +57,7 @@ pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TENURE_ETCD_BIN") {
         return Some(PathBuf::from(p));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("etcd"))
-        .find(|p| p.is_file())
+    which::which("etcd").ok()
 }
 
 /// A private etcd cluster of one or more members on loopback.

@@ -130,14 +130,10 @@ fn pg_bin(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Whether `name` is an executable on the `PATH`, or in `/usr/sbin` or
+/// `/usr/bin` (server binaries live there, and a user's `PATH` may lack sbin).
 fn on_path(name: &str) -> bool {
-    let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default();
-    candidates
-        .iter()
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")].iter())
-        .any(|d| d.join(name).is_file())
+    which::which(name).is_ok() || which::which_in(name, Some("/usr/sbin:/usr/bin"), "/").is_ok()
 }
 
 fn mariadbd() -> &'static str {
@@ -508,5 +504,18 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.crash();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn programs_are_found_on_the_path_and_in_sbin() {
+        assert!(super::on_path("sh"));
+        assert!(!super::on_path("no-such-program-for-tenure"));
+        // sbin counts even when the PATH lacks it.
+        if std::path::Path::new("/usr/sbin/runuser").is_file() {
+            assert!(super::on_path("runuser"));
+        }
     }
 }

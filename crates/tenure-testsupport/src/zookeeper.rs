@@ -31,7 +31,7 @@ pub fn classpath() -> Option<String> {
         return Some(cp);
     }
     let jar = Path::new("/usr/share/java/zookeeper.jar");
-    if !jar.is_file() || which_java().is_none() {
+    if !jar.is_file() || which::which("java").is_err() {
         return None;
     }
     let mut cp = jar.display().to_string();
@@ -40,13 +40,6 @@ pub fn classpath() -> Option<String> {
         cp.push_str(&format!(":{}", nop.display()));
     }
     Some(cp)
-}
-
-fn which_java() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("java"))
-        .find(|p| p.is_file())
 }
 
 /// A private ZooKeeper server or ensemble on loopback.
