@@ -115,6 +115,21 @@ pub fn free_port() -> std::io::Result<u16> {
     Err(std::io::Error::other("no unused free port after 64 tries"))
 }
 
+/// A fresh directory for a private server's data, named `prefix...`, on
+/// tmpfs (`/dev/shm`) where there is one, else in the system's temporary
+/// directory. etcd and ZooKeeper fsync every write, and on a busy two-core
+/// machine one fsync now and then takes longer than a short TTL's release
+/// budget. Data still survives what the tests do to a server (SIGKILL,
+/// restart); only a machine crash would lose it, and no test crashes the
+/// machine.
+pub fn scratch_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let base = Some(Path::new("/dev/shm"))
+        .filter(|p| p.is_dir())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    tempfile::Builder::new().prefix(prefix).tempdir_in(base)
+}
+
 fn pg_bin(name: &str) -> PathBuf {
     for dir in [
         "/usr/lib/postgresql/17/bin",

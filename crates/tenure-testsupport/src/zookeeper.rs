@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::servers::free_port;
+use crate::servers::{free_port, scratch_dir};
 
 /// The tick of the private servers: session timeouts from 2 to 600 ticks
 /// (200 ms to 60 s), so the suite's short TTLs are honoured.
@@ -60,13 +60,7 @@ impl ZkEnsemble {
                 "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
             )
         })?;
-        let base = Some(Path::new("/dev/shm"))
-            .filter(|p| p.is_dir())
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-zk")
-            .tempdir_in(base)?;
+        let dir = scratch_dir("tenure-zk")?;
         let mut client_ports = Vec::new();
         let mut quorum = Vec::new();
         for i in 0..n {
