@@ -6,10 +6,15 @@ use instead, on one machine, with the same tiny job and 3 candidates each.
 
 Peers: `etcdctl lock NAME -- JOB` and `etcdctl elect` (Debian's etcd-client)
 on a private etcd; ZooKeeper's election recipe through the Python `kazoo`
-client (PyPI, installed into a venv under target/peers-venv) on a private
-ZooKeeper. tenure runs on SQLite, the shared MariaDB and PostgreSQL
-(TENURE_TEST_MYSQL / TENURE_TEST_POSTGRES), a private Redis, the private etcd
-and the private ZooKeeper. Whatever is missing is named and its rows skipped.
+client on a private ZooKeeper; `python-redis-lock` (a Redis lock with
+auto-renewal and BLPOP wake-ups) on a private Redis (both from PyPI, in a venv
+under target/peers-venv). Looked for and not installable here: Consul (no
+Debian candidate since its licence change), Kubernetes' client-go
+leaderelection (needs an API server; none in Debian). tenure runs on SQLite
+and on private PostgreSQL, MariaDB, Redis, etcd and ZooKeeper servers (as
+root; without runuser/initdb or mariadb-install-db it falls back to the
+shared TENURE_TEST_POSTGRES / TENURE_TEST_MYSQL, whose idle counters are then
+not measured). Whatever is missing is named and its rows skipped.
 
 Figures per system:
   graceful: SIGTERM to the leader -> the next job started (p50/p90/p99)
@@ -17,13 +22,15 @@ Figures per system:
             (p50/max, and the lag past the 2 s)
   idle:     requests/s per candidate at a 10 s lease, by the server's own
             counters (etcd grpc_server_msg_received_total, ZooKeeper
-            zk_packets_received, Redis total_commands_processed); n/a on
-            SQLite and on the shared MariaDB/PostgreSQL (other clients)
+            zk_packets_received, Redis total_commands_processed, MariaDB
+            Questions, PostgreSQL transactions of pg_stat_database); n/a on
+            SQLite (no server)
   rss:      resident memory of one idle candidate (its whole process group)
 Never part of the test command.
 """
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -77,7 +84,9 @@ class Servers:
     def __init__(self, tmp, missing):
         self.procs = []
         self.tmp = tmp
-        self.etcd = self.zk = self.redis = None
+        self.etcd = self.zk = self.redis = self.pg = self.mariadb = None
+        self.start_postgres(missing)
+        self.start_mariadb(missing)
         if shutil.which("etcd"):
             cp, pp = free_port(), free_port()
             d = os.path.join(tmp, "etcd")
@@ -132,6 +141,70 @@ class Servers:
         else:
             missing.append("redis-server (apt-get install redis-server)")
 
+    def start_postgres(self, missing):
+        """A private PostgreSQL (initdb as `postgres`, like the tests do):
+        its pg_stat_database counts only the candidates' transactions."""
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins or not shutil.which("runuser"):
+            missing.append("a private PostgreSQL (apt-get install postgresql; needs root for runuser)")
+            return
+        bindir = os.path.dirname(bins[-1])
+        d = os.path.join(self.tmp, "pg")
+        os.makedirs(d)
+        try:
+            subprocess.run(["chown", "-R", "postgres:postgres", d], check=True)
+            subprocess.run(["runuser", "-u", "postgres", "--", f"{bindir}/initdb", "-A", "trust", "-U",
+                            "postgres", "-D", f"{d}/data"], check=True, stdout=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, OSError) as e:
+            missing.append(f"a private PostgreSQL (initdb failed: {e})")
+            return
+        port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["runuser", "-u", "postgres", "--", f"{bindir}/postgres", "-D", f"{d}/data", "-p", str(port),
+             "-k", d, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if wait_port(port):
+            self.psql = ["runuser", "-u", "postgres", "--", f"{bindir}/psql", "-h", d, "-p", str(port),
+                         "-U", "postgres", "-At"]
+            for _ in range(50):
+                if subprocess.run(self.psql + ["-c", "CREATE DATABASE test"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL).returncode == 0:
+                    self.pg = port
+                    break
+                time.sleep(0.2)
+        if not self.pg:
+            missing.append("a private PostgreSQL (did not start)")
+
+    def start_mariadb(self, missing):
+        """A private MariaDB: its global `Questions` counts only the candidates."""
+        daemon = shutil.which("mariadbd") or shutil.which("mysqld") or "/usr/sbin/mariadbd"
+        if not shutil.which("mariadb-install-db") or not os.path.exists(daemon):
+            missing.append("a private MariaDB (apt-get install mariadb-server)")
+            return
+        d = os.path.join(self.tmp, "mariadb")
+        os.makedirs(d)
+        try:
+            subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root",
+                            "--auth-root-authentication-method=normal", "--skip-test-db",
+                            f"--datadir={d}/data"], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, OSError) as e:
+            missing.append(f"a private MariaDB (mariadb-install-db failed: {e})")
+            return
+        port = free_port()
+        sock = f"{d}/sock"
+        self.procs.append(subprocess.Popen(
+            [daemon, "--no-defaults", "--user=root", "--bind-address=127.0.0.1", "--skip-name-resolve",
+             f"--datadir={d}/data", f"--port={port}", f"--socket={sock}", f"--pid-file={d}/pid",
+             "--innodb-flush-log-at-trx-commit=0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if wait_port(port):
+            self.mysql = ["mariadb", "--no-defaults", "-uroot", "--protocol=socket", f"--socket={sock}", "-N", "-B"]
+            if subprocess.run(self.mysql + ["-e", "CREATE DATABASE IF NOT EXISTS test"]).returncode == 0:
+                self.mariadb = port
+        if not self.mariadb:
+            missing.append("a private MariaDB (did not start)")
+
     def stop(self):
         for p in self.procs:
             p.kill()
@@ -147,6 +220,17 @@ class Servers:
             for l in four_letters(self.zk, "mntr").splitlines():
                 if l.startswith("zk_packets_received"):
                     return float(l.split()[1])
+        if kind == "postgres":
+            # Every transaction of the server's databases; this read is one
+            # more (subtracted). Backends report at most once a second.
+            out = subprocess.run(self.psql + ["-d", "postgres", "-c",
+                                 "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database"],
+                                 capture_output=True, text=True, check=True).stdout
+            return float(out.strip()) - 1
+        if kind == "mariadb":
+            out = subprocess.run(self.mysql + ["-e", "SHOW GLOBAL STATUS LIKE 'Questions'"],
+                                 capture_output=True, text=True, check=True).stdout
+            return float(out.split()[1]) - 1  # this SHOW
         if kind == "redis":
             with socket.create_connection(("127.0.0.1", self.redis), 2) as s:
                 s.sendall(b"INFO stats\r\n")
@@ -182,6 +266,34 @@ Election(zk, path, ident).run(lead)
 '''
 
 
+REDIS_LOCK_CANDIDATE = r'''
+import os, signal, subprocess, sys
+import redis, redis_lock
+url, name, ident, ttl, job = sys.argv[1], sys.argv[2], sys.argv[3], int(float(sys.argv[4])), sys.argv[5]
+# redis-py 8 times reads out after a few seconds by default: BLPOP waits up
+# to the lease time, so no read timeout.
+lock = redis_lock.Lock(redis.Redis.from_url(url, socket_timeout=None), name, expire=ttl, auto_renewal=True, id=ident)
+child = []
+def stop(*_):
+    # Stop the job (not waiting for it: this handler may interrupt
+    # Popen.wait, whose lock it would then wait for forever), then release:
+    # the release pushes to the lock's signal list, which wakes a waiter
+    # blocked in BLPOP at once.
+    for c in child:
+        c.terminate()
+    try:
+        lock.release()
+    except Exception:
+        pass
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+lock.acquire(blocking=True)
+c = subprocess.Popen(["sh", "-c", job])
+child.append(c)
+c.wait()
+'''
+
+
 class System:
     def __init__(self, name, argv, holder=None, counter=None, crash=True, note=""):
         self.name, self.argv, self.holder, self.counter, self.crash, self.note = name, argv, holder, counter, crash, note
@@ -200,8 +312,14 @@ def systems(servers, tenure, venv_py, missing):
 
     if tenure:
         out.append(tenure_sys("tenure-sqlite", "sqlite://" + os.path.join(servers.tmp, "peers.db")))
-        out.append(tenure_sys("tenure-mariadb", mysql))
-        out.append(tenure_sys("tenure-postgres", pg))
+        if servers.mariadb:
+            out.append(tenure_sys("tenure-mariadb", f"mysql://root@127.0.0.1:{servers.mariadb}/test", "mariadb"))
+        else:
+            out.append(tenure_sys("tenure-mariadb", mysql))
+        if servers.pg:
+            out.append(tenure_sys("tenure-postgres", f"postgres://postgres@127.0.0.1:{servers.pg}/test", "postgres"))
+        else:
+            out.append(tenure_sys("tenure-postgres", pg))
         if servers.redis:
             out.append(tenure_sys("tenure-redis", f"redis://127.0.0.1:{servers.redis}/0", "redis"))
         if servers.etcd:
@@ -226,21 +344,33 @@ def systems(servers, tenure, venv_py, missing):
         out.append(System("kazoo-election", lambda i, ttl, el, job: [
             venv_py, script, f"127.0.0.1:{servers.zk}", f"/peers/{el}", f"c{i}", str(ttl), job],
             counter="zk"))
+    if servers.redis and venv_py:
+        script = os.path.join(servers.tmp, "redis_lock_candidate.py")
+        with open(script, "w") as f:
+            f.write(REDIS_LOCK_CANDIDATE)
+        out.append(System("python-redis-lock", lambda i, ttl, el, job: [
+            venv_py, script, f"redis://127.0.0.1:{servers.redis}/0", el, f"c{i}", str(ttl), job],
+            counter="redis"))
     return out
 
 
-def kazoo_python(missing):
+def peer_python(missing):
+    """A venv under target/ with the Python peers (kazoo, python-redis-lock)
+    from PyPI; returns its python and the versions installed."""
     venv = os.path.join(TARGET, "peers-venv")
     py = os.path.join(venv, "bin", "python")
+    pkgs = ["kazoo", "python-redis-lock", "redis"]
     try:
         if not os.path.exists(py):
             subprocess.run([sys.executable, "-m", "venv", venv], check=True, stdout=subprocess.DEVNULL)
-        if subprocess.run([py, "-c", "import kazoo"], stderr=subprocess.DEVNULL).returncode != 0:
-            subprocess.run([py, "-m", "pip", "install", "-q", "kazoo"], check=True)
-        v = subprocess.run([py, "-m", "pip", "show", "kazoo"], capture_output=True, text=True).stdout
-        return py, next((l.split()[1] for l in v.splitlines() if l.startswith("Version")), "?")
+        if subprocess.run([py, "-c", "import kazoo, redis_lock, redis"], stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run([py, "-m", "pip", "install", "-q"] + pkgs, check=True)
+        v = subprocess.run([py, "-m", "pip", "show"] + pkgs, capture_output=True, text=True).stdout
+        names = [l.split()[1] for l in v.splitlines() if l.startswith("Name")]
+        vers = [l.split()[1] for l in v.splitlines() if l.startswith("Version")]
+        return py, ", ".join(f"{n} {ver}" for n, ver in zip(names, vers))
     except (subprocess.CalledProcessError, OSError) as e:
-        missing.append(f"kazoo (python -m venv {venv}; pip install kazoo failed: {e})")
+        missing.append(f"kazoo and python-redis-lock (python -m venv {venv}; pip install {' '.join(pkgs)} failed: {e})")
         return None, None
 
 
@@ -374,8 +504,9 @@ def main():
     if not tenure:
         missing.append("the tenure binary (cargo build --release -p tenure-cli)")
     tmp = tempfile.mkdtemp(prefix="tenure-peers")
+    os.chmod(tmp, 0o755)  # the private PostgreSQL runs as `postgres`
     servers = Servers(tmp, missing)
-    venv_py, kazoo_v = kazoo_python(missing) if servers.zk else (None, None)
+    venv_py, py_versions = peer_python(missing) if servers.zk or servers.redis else (None, None)
     rows = []
     g = None
     try:
@@ -418,10 +549,10 @@ def main():
             earlier = [json.loads(l) for l in fh if l.startswith("{")]
         names = {r["name"] for r in rows}
         rows = [r for r in earlier if r["name"] not in names] + rows
-    report(rows, missing, tenure, kazoo_v, a)
+    report(rows, missing, tenure, py_versions, a)
 
 
-def report(rows, missing, tenure, kazoo_v, a):
+def report(rows, missing, tenure, py_versions, a):
     def f(x, d=1):
         return "n/a" if x is None else f"{x:.{d}f}"
     cols = {
@@ -443,7 +574,7 @@ def report(rows, missing, tenure, kazoo_v, a):
         f"`python3 bench/peers.py --trials {a.trials} --crash-trials {a.crash_trials} --idle {a.idle:g}`, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, tenure binary {os.path.relpath(tenure, ROOT) if tenure else '-'}, "
         f"etcd {subprocess.run(['etcd', '--version'], capture_output=True, text=True).stdout.split()[2] if shutil.which('etcd') else '-'}, "
-        f"ZooKeeper 3.8 (Debian), kazoo {kazoo_v or '-'}; times in ms; (xN) = ratio to the best peer in the column.",
+        f"ZooKeeper 3.8 (Debian), {py_versions or 'no Python peers'}; times in ms; (xN) = ratio to the best peer in the column.",
         "",
         "| system | " + " | ".join(cols) + " | note |",
         "|---|" + "---|" * (len(cols) + 1),

@@ -499,7 +499,7 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
         parsed.host_str().expect("host"),
         parsed.port().unwrap_or(5432)
     );
-    let proxy = Proxy::start(&upstream).await;
+    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
     let mut via = parsed.clone();
     via.set_port(Some(proxy.port)).expect("port");
     let via = via.to_string();

@@ -453,7 +453,7 @@ async fn blocked_stderr_cannot_delay_the_kill(kind: Kind) {
     let name = election("stderr");
     let (url, mut cut) = match &s.tcp {
         Some(addr) => {
-            let proxy = Proxy::start(addr).await;
+            let proxy = Proxy::start(addr).await.expect("start the proxy");
             let via = s.url.replace(addr, &format!("127.0.0.1:{}", proxy.port));
             assert_ne!(via, s.url, "test expects the default server URL on {addr}");
             (via, Some(Cut::Proxy(proxy)))
@@ -717,7 +717,7 @@ async fn first_spawn_waits_for_enough_lease_for_the_kill_grace() {
         return;
     };
     let addr = s.tcp.clone().unwrap();
-    let proxy = Proxy::start(&addr).await;
+    let proxy = Proxy::start(&addr).await.expect("start the proxy");
     let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
     assert_ne!(url, s.url, "test expects the default server URL on {addr}");
     let name = election("first-spawn");
@@ -834,7 +834,7 @@ async fn restart_without_enough_lease_resigns_to_another_candidate() {
         return;
     };
     let addr = s.tcp.clone().unwrap();
-    let proxy = Proxy::start(&addr).await;
+    let proxy = Proxy::start(&addr).await.expect("start the proxy");
     let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
     assert_ne!(url, s.url, "test expects the default server URL on {addr}");
     let name = election("restart-resign");

@@ -327,7 +327,9 @@ async fn command_is_killed_before_the_lease_can_expire_when_the_store_goes_silen
     let Some(store) = servers::connect_or_skip(&direct, &StoreOptions::default()).await else {
         return;
     };
-    let proxy = Proxy::start("127.0.0.1:3306").await;
+    let proxy = Proxy::start("127.0.0.1:3306")
+        .await
+        .expect("start the proxy");
     let via_proxy = direct.replace("127.0.0.1:3306", &format!("127.0.0.1:{}", proxy.port));
     assert_ne!(
         via_proxy, direct,

@@ -121,13 +121,29 @@ fn openapi() -> &'static Value {
     })
 }
 
+/// What a local `$ref` (`#/a/b`, a JSON pointer into the file) points to.
+fn resolve(r: &str) -> Option<&'static Value> {
+    openapi().pointer(r.strip_prefix('#')?)
+}
+
 /// Checks `v` against an OpenAPI 3.1 schema: the JSON Schema subset the
-/// file uses ($ref, type incl. arrays of types, enum, required,
+/// file uses ($ref, oneOf, type incl. arrays of types, enum, required,
 /// properties, additionalProperties: false, items).
 fn check(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
     if let Some(r) = schema["$ref"].as_str() {
-        let name = r.strip_prefix("#/components/schemas/").expect("local $ref");
-        return check(v, &openapi()["components"]["schemas"][name], at);
+        let target = resolve(r).unwrap_or_else(|| panic!("{at}: $ref {r} does not resolve"));
+        return check(v, target, at);
+    }
+    if let Some(options) = schema["oneOf"].as_array() {
+        let errors: Vec<String> = options
+            .iter()
+            .filter_map(|o| check(v, o, at).err())
+            .collect();
+        match options.len() - errors.len() {
+            1 => {}
+            0 => return Err(format!("{at}: {v} matches none of oneOf: {errors:?}")),
+            n => return Err(format!("{at}: {v} matches {n} of oneOf, not exactly one")),
+        }
     }
     if let Some(options) = schema["enum"].as_array() {
         if !options.contains(v) {
@@ -193,6 +209,150 @@ fn conforms(method: &str, template: &str, status: u16, v: &Value) {
     }
 }
 
+/// One `data:` line of `GET /v1/events`: the event's JSON, checked against
+/// the schema docs/openapi.json gives for each event of the stream.
+fn sse_data(line: &str) -> Option<Value> {
+    let d = line.strip_prefix("data: ")?;
+    let v: Value = serde_json::from_str(d).unwrap_or_else(|e| panic!("event {d:?}: {e}"));
+    let schema = &openapi()["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+        ["text/event-stream"]["schema"];
+    assert!(
+        schema.is_object(),
+        "docs/openapi.json has no schema for /v1/events"
+    );
+    if let Err(e) = check(&v, schema, "$") {
+        panic!("GET /v1/events data does not match docs/openapi.json: {e}\n{v}");
+    }
+    Some(v)
+}
+
+/// Every `$ref` in `v` (at JSON pointer `at`), with where it is.
+fn refs<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a str)>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                match (k.as_str(), x) {
+                    ("$ref", Value::String(r)) => out.push((at.clone(), r)),
+                    _ => refs(
+                        x,
+                        format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                        out,
+                    ),
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                refs(x, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// docs/openapi.json is a structurally valid OpenAPI 3.1 document, as far
+/// as is cheap to check: `openapi` 3.1.x, `info` with title and version,
+/// `paths` of operations whose responses are keyed by status and described,
+/// every path template parameter declared, every schema an object, and
+/// every `$ref` resolves (the answers are checked against it elsewhere).
+#[test]
+fn openapi_file_is_a_valid_openapi_3_1_document() {
+    let doc = openapi();
+    let mut bad = Vec::new();
+    let version = doc["openapi"].as_str().unwrap_or("");
+    if !version.starts_with("3.1.") {
+        bad.push(format!("openapi is {:?}, not 3.1.x", doc["openapi"]));
+    }
+    for f in ["title", "version"] {
+        if !doc["info"][f].is_string() {
+            bad.push(format!("info.{f} is missing or not a string"));
+        }
+    }
+    let methods = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+    let item_fields = ["summary", "description", "parameters", "servers", "$ref"];
+    match doc["paths"].as_object() {
+        None => bad.push("paths is missing or not an object".into()),
+        Some(paths) => {
+            for (path, item) in paths {
+                if !path.starts_with('/') {
+                    bad.push(format!("path {path:?} does not start with /"));
+                }
+                let Some(item) = item.as_object() else {
+                    bad.push(format!("{path}: not an object"));
+                    continue;
+                };
+                for k in item.keys() {
+                    if !methods.contains(&k.as_str()) && !item_fields.contains(&k.as_str()) {
+                        bad.push(format!("{path}: unknown field {k}"));
+                    }
+                }
+                let declared = |op: &Value, name: &str| {
+                    [&item.get("parameters"), &op.get("parameters")]
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|p| p.as_array())
+                        .flatten()
+                        .any(|p| p["name"] == name && p["in"] == "path" && p["required"] == true)
+                };
+                let templates: Vec<&str> = path
+                    .split('{')
+                    .skip(1)
+                    .filter_map(|t| t.split_once('}').map(|(n, _)| n))
+                    .collect();
+                for (m, op) in item.iter().filter(|(k, _)| methods.contains(&k.as_str())) {
+                    for t in &templates {
+                        if !declared(op, t) {
+                            bad.push(format!("{m} {path}: path parameter {t} not declared"));
+                        }
+                    }
+                    let Some(responses) = op["responses"].as_object().filter(|r| !r.is_empty())
+                    else {
+                        bad.push(format!("{m} {path}: no responses"));
+                        continue;
+                    };
+                    for (code, r) in responses {
+                        let code_ok = code == "default"
+                            || (code.len() == 3
+                                && code.starts_with(['1', '2', '3', '4', '5'])
+                                && code[1..].chars().all(|c| c.is_ascii_digit() || c == 'X'));
+                        if !code_ok {
+                            bad.push(format!("{m} {path}: response key {code:?}"));
+                        }
+                        if !r["description"].is_string() && !r["$ref"].is_string() {
+                            bad.push(format!("{m} {path} {code}: no description (required)"));
+                        }
+                        for (media, c) in r["content"].as_object().into_iter().flatten() {
+                            if !media.contains('/') || !c.is_object() {
+                                bad.push(format!("{m} {path} {code}: content {media:?}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (name, schema) in doc["components"]["schemas"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if !schema.is_object() {
+            bad.push(format!("components.schemas.{name} is not an object"));
+        }
+    }
+    let mut all = Vec::new();
+    refs(doc, String::new(), &mut all);
+    assert!(!all.is_empty(), "no $ref found: the walk is broken");
+    for (at, r) in all {
+        if !r.starts_with("#/") || resolve(r).is_none() {
+            bad.push(format!("{at}: $ref {r} does not resolve"));
+        }
+    }
+    assert!(bad.is_empty(), "docs/openapi.json:\n{}", bad.join("\n"));
+}
+
 /// The value of a metric line `name{labels} value`.
 fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -206,7 +366,7 @@ fn leader_of(addr: &str) -> String {
         .to_string()
 }
 
-/// Two `tenure serve --election web` candidates on one store: every endpoint.
+/// Three `tenure serve --election web` candidates on one store: every endpoint.
 async fn endpoints(url: &str, election: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("token");
@@ -224,23 +384,24 @@ async fn endpoints(url: &str, election: &str) {
     ];
     let a = serve(dir.path(), &[&common[..], &["--id", "alpha"]].concat());
     let b = serve(dir.path(), &[&common[..], &["--id", "beta"]].concat());
+    let c = serve(dir.path(), &[&common[..], &["--id", "gamma"]].concat());
+    let ids = ["alpha", "beta", "gamma"];
 
-    // GET /: both sidecars name the same leader, as the k8s leader-elector does.
-    let leader = wait_until("a leader both agree on", Duration::from_secs(10), || {
-        let (x, y) = (leader_of(&a.addr), leader_of(&b.addr));
-        (!x.is_empty() && x == y).then_some(x)
+    // GET /: every sidecar names the same leader, as the k8s leader-elector does.
+    let leader = wait_until("a leader all agree on", Duration::from_secs(10), || {
+        let (x, y, z) = (leader_of(&a.addr), leader_of(&b.addr), leader_of(&c.addr));
+        (!x.is_empty() && x == y && y == z).then_some(x)
     })
     .await;
-    assert!(leader == "alpha" || leader == "beta", "{leader}");
-    let (lead, follow) = if leader == "alpha" {
-        (&a, &b)
-    } else {
-        (&b, &a)
+    let Some(i) = ids.iter().position(|id| *id == leader) else {
+        panic!("leader {leader}")
     };
+    let candidates = [&a, &b, &c];
+    let (lead, follow) = (candidates[i], candidates[(i + 1) % 3]);
 
     // /v1/elections: the same rows as `tenure status --json`, same fields.
     let row = wait_until(
-        "both candidates registered",
+        "all three candidates registered",
         Duration::from_secs(10),
         || {
             let (status, all) = json(&a.addr, "/v1/elections");
@@ -249,7 +410,7 @@ async fn endpoints(url: &str, election: &str) {
                 .iter()
                 .find(|r| {
                     r["election"] == election
-                        && r["members"].as_array().is_some_and(|m| m.len() == 2)
+                        && r["members"].as_array().is_some_and(|m| m.len() == 3)
                 })
                 .cloned()
         },
@@ -262,7 +423,7 @@ async fn endpoints(url: &str, election: &str) {
         .starts_with(&format!("{leader}#")));
     assert_eq!(
         row["members"].as_array().expect("members").len(),
-        2,
+        3,
         "{row}"
     );
     let cli = tenure(
@@ -319,8 +480,8 @@ async fn endpoints(url: &str, election: &str) {
     assert_eq!(status, 400, "{e}");
     assert!(e["error"].is_string());
 
-    // Health and readiness: both healthy, both ready.
-    for s in [&a, &b] {
+    // Health and readiness: all healthy, all ready.
+    for s in candidates {
         assert_eq!(json(&s.addr, "/healthz").0, 200);
         assert_eq!(json(&s.addr, "/readyz").0, 200);
     }
@@ -362,6 +523,13 @@ async fn endpoints(url: &str, election: &str) {
         metric(&m, &format!("tenure_leader_changes_total{labels}")).is_some_and(|n| n >= 1.0),
         "{m}"
     );
+    // Three live members, as of the scrape (the route reads the member
+    // lists first), on the leader, which reads none itself, and a follower.
+    assert_eq!(
+        metric(&m, &format!("tenure_members{labels}")),
+        Some(3.0),
+        "{m}"
+    );
     let m = get(&follow.addr, "/metrics").1;
     assert_eq!(
         metric(
@@ -376,8 +544,14 @@ async fn endpoints(url: &str, election: &str) {
         Some(0.0),
         "{m}"
     );
+    assert_eq!(
+        metric(&m, &format!("tenure_members{labels}")),
+        Some(3.0),
+        "{m}"
+    );
 
-    // SSE: the first event is the current leader, as `tenure watch --json`.
+    // SSE: the first event is the current leader, as `tenure watch --json`;
+    // every event's data matches docs/openapi.json.
     let mut s = TcpStream::connect(&a.addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
@@ -386,8 +560,7 @@ async fn endpoints(url: &str, election: &str) {
     let data = loop {
         let mut line = String::new();
         r.read_line(&mut line).expect("event line");
-        if let Some(d) = line.strip_prefix("data: ") {
-            let v: Value = serde_json::from_str(d).expect("event json");
+        if let Some(v) = sse_data(&line) {
             if v["key"]["election"] == election {
                 break v;
             }
@@ -430,9 +603,9 @@ async fn endpoints(url: &str, election: &str) {
         "",
     );
     assert_eq!(status, 202, "{body}");
-    let other = if leader == "alpha" { "beta" } else { "alpha" };
-    wait_until("the other candidate leads", Duration::from_secs(10), || {
-        (leader_of(&a.addr) == other).then_some(())
+    wait_until("another candidate leads", Duration::from_secs(10), || {
+        let now = leader_of(&a.addr);
+        (!now.is_empty() && now != leader).then_some(())
     })
     .await;
     // Transfer back, by identity, once the old leader is a member again.
@@ -469,6 +642,30 @@ async fn endpoints(url: &str, election: &str) {
         (leader_of(&b.addr) == leader).then_some(())
     })
     .await;
+    // The stream saw it all: a no_leader and a leader event per hand-over,
+    // each checked against docs/openapi.json, up to the transfer target's.
+    let mut kinds = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            r.read_line(&mut line).expect("event line") > 0,
+            "stream ended"
+        );
+        let Some(v) = sse_data(&line) else { continue };
+        if v["key"]["election"] != election {
+            continue;
+        }
+        kinds.push(v["change"].as_str().unwrap_or_default().to_string());
+        let by = v["leader"].as_str().unwrap_or_default();
+        if v["term"].as_u64() > Some(term + 1) && by.starts_with(&format!("{leader}#")) {
+            break;
+        }
+    }
+    assert!(kinds.iter().any(|k| k == "no_leader"), "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| *k == "leader").count() >= 2,
+        "{kinds:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,7 +706,7 @@ async fn serve_health_when_the_store_is_cut() {
         parsed.host_str().expect("host"),
         parsed.port().unwrap_or(5432)
     );
-    let proxy = Proxy::start(&upstream).await;
+    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
     // trust authentication ignores the password; it must still never show.
     let mut via = parsed.clone();
     via.set_port(Some(proxy.port)).expect("port");
@@ -717,6 +914,7 @@ fn serve_sse_keep_alive_comment() {
     loop {
         let mut line = String::new();
         assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+        sse_data(&line);
         if line.starts_with(": keep-alive") {
             break;
         }
@@ -822,7 +1020,7 @@ fn serve_sse_clients_leave_nothing_behind() {
         loop {
             let mut line = String::new();
             assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
-            if line.starts_with("data: ") {
+            if sse_data(&line).is_some() {
                 break;
             }
         }

@@ -276,7 +276,9 @@ async fn partitioned_leader_steps_down(zk: &ZkEnsemble, via: usize, direct: usiz
         let _ = client.create(root, b"", &opts).await;
     }
     let chrooted = format!("zk://{}{root}", zk.server_addr(direct));
-    let proxy = common::Proxy::start(&zk.server_addr(via)).await;
+    let proxy = common::Proxy::start(&zk.server_addr(via))
+        .await
+        .expect("start the proxy");
     let opts = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
     let ttl = Duration::from_secs(2);
     let a_store = connect(&format!("zk://127.0.0.1:{}{root}", proxy.port), &opts)

@@ -431,7 +431,7 @@ impl Campaign {
             .await?
         {
             Ok(m) => {
-                crate::telemetry::members(&self.config.key, m.len());
+                crate::telemetry::members(&self.config.key, &m);
                 m
             }
             // Without the member list, wait the grace as if another member
@@ -879,6 +879,7 @@ impl Campaign {
             .await
             .ok()?
             .ok()?;
+            crate::telemetry::members(&key, &members);
             let now_us = now_us?;
             members
                 .iter()

@@ -451,7 +451,9 @@ impl Elector {
 
     /// The members of this election, best successor first.
     pub async fn members(&self) -> Result<Vec<crate::store::MemberRecord>> {
-        self.inner.store.members(&self.inner.config.key).await
+        let members = self.inner.store.members(&self.inner.config.key).await?;
+        crate::telemetry::members(&self.inner.config.key, &members);
+        Ok(members)
     }
 
     /// Hands leadership to the live member with `identity`: steps down, then

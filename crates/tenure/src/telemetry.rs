@@ -13,13 +13,21 @@
 //! - `tenure_renew_duration_seconds{namespace,election}`: histogram of renewals;
 //! - `tenure_store_errors_total{kind}`: failed store calls by operation
 //!   (`read`, `acquire`, `renew`, `release`, `handover`);
-//! - `tenure_members{namespace,election}`: registered members at the last read.
+//! - `tenure_members{namespace,election}`: live members (registrations not
+//!   lapsed by the store's clock) at this process's last read of the
+//!   election's member list: a follower's when a lease frees up
+//!   (succession), a leader's preemption check, [`Elector::members`], and the
+//!   HTTP API's election reads, one of which precedes every `GET /metrics`
+//!   answer. A steady elector alone reads no member list, so without the
+//!   HTTP API the value is as of the last read.
+//!
+//! [`Elector::members`]: crate::Elector::members
 //!
 //! Labels are names only: never a URL, never a holder id.
 
 use std::time::Duration;
 
-use crate::store::ElectionKey;
+use crate::store::{ElectionKey, MemberRecord};
 
 fn labels(key: &ElectionKey) -> [(&'static str, String); 2] {
     [
@@ -60,7 +68,8 @@ pub(crate) fn store_error(what: &str) {
     metrics::counter!("tenure_store_errors_total", "kind" => kind).increment(1);
 }
 
-/// How many members the last member read listed.
-pub(crate) fn members(key: &ElectionKey, n: usize) {
-    metrics::gauge!("tenure_members", &labels(key)).set(n as f64);
+/// A member list just read: how many of its members are live.
+pub(crate) fn members(key: &ElectionKey, members: &[MemberRecord]) {
+    let live = members.iter().filter(|m| m.live).count();
+    metrics::gauge!("tenure_members", &labels(key)).set(live as f64);
 }

@@ -217,13 +217,15 @@ async fn etcd_follower_is_quiet() {
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
 }
 
-/// A leader and a follower (ttl 30 s) on two stores of one URL; once the
-/// follower follows, `break_push` cuts its push channel, the leader releases
-/// at once (the wake-up is lost with the channel), and the follower must
-/// still take over within 5 s, not at the 30 s expiry.
+/// A leader and a follower (ttl 30 s) on two stores (the follower's through
+/// `follower_url`, the same server); once the follower follows, `break_push`
+/// cuts its push channel, the leader releases at once (the wake-up is lost
+/// with the channel), and the follower must still take over within 5 s, not
+/// at the 30 s expiry.
 async fn takeover_after_push_loss<F, Fut>(
     name: &str,
     url: &str,
+    follower_url: &str,
     options: StoreOptions,
     break_push: F,
 ) where
@@ -233,7 +235,7 @@ async fn takeover_after_push_loss<F, Fut>(
     let Some(leader_store) = servers::connect_or_skip(url, &options).await else {
         return;
     };
-    let follower_store = tenure::store::connect(url, &options)
+    let follower_store = tenure::store::connect(follower_url, &options)
         .await
         .expect("second store");
     let ttl = Duration::from_secs(30);
@@ -292,7 +294,7 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         .await
         .expect("count listeners")
     };
-    takeover_after_push_loss("postgres", &url, options, || async {
+    takeover_after_push_loss("postgres", &url, &url, options, || async {
         let start = Instant::now();
         while listening(url.clone(), channel.clone()).await < 2 {
             assert!(
@@ -338,7 +340,7 @@ async fn redis_follower_recovers_when_its_subscription_dies() {
     }
     let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
     let url = server.url();
-    takeover_after_push_loss("redis", &url, StoreOptions::default(), || async {
+    takeover_after_push_loss("redis", &url, &url, StoreOptions::default(), || async {
         let client = redis::Client::open(url.as_str()).expect("client");
         let mut admin = client
             .get_multiplexed_async_connection()
@@ -370,7 +372,7 @@ async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
     }
     let server = Server::start_with(Kind::MariaDb, ServerOptions::default()).expect("mariadbd");
     let url = server.url();
-    takeover_after_push_loss("mariadb", &url, StoreOptions::default(), || async {
+    takeover_after_push_loss("mariadb", &url, &url, StoreOptions::default(), || async {
         let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
         let waiters = || async {
             sqlx::query_scalar::<_, i64>(
@@ -398,6 +400,37 @@ async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
                 .await
                 .expect("KILL the waiter");
         }
+    })
+    .await;
+}
+
+/// etcd: the follower's connection (its watch stream with it) goes through a
+/// proxy; it is closed and the network stays dead for a second, in which the
+/// leader releases, so the release's watch event never reaches the follower.
+/// The follower must learn of the release when it has connected and set up
+/// its watch again, not at the lease's expiry.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_follower_recovers_when_its_watch_is_lost() {
+    use tenure_testsupport::proxy::Proxy;
+    let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let url = etcd.url();
+    let upstream = url.trim_start_matches("etcd://").to_string();
+    let proxy = Arc::new(Proxy::start(&upstream).await.expect("start the proxy"));
+    let via = format!("etcd://127.0.0.1:{}", proxy.port);
+    let cut = proxy.clone();
+    takeover_after_push_loss("etcd", &url, &via, StoreOptions::default(), || async move {
+        cut.set_blackhole(true);
+        cut.reset();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            // Connections begun in the dead second lost their first bytes:
+            // close them too, so the client starts clean.
+            cut.set_blackhole(false);
+            cut.reset();
+        });
     })
     .await;
 }

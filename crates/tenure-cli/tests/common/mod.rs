@@ -3,12 +3,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
@@ -86,87 +81,5 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// A TCP proxy in front of a server that can be switched to swallow all traffic
-/// (a blackholed network: connections stay open, nothing arrives) or to
-/// delay it (a slow network: everything arrives, in order, later).
-pub struct Proxy {
-    pub port: u16,
-    blackhole: Arc<AtomicBool>,
-    /// Milliseconds each chunk waits in each direction.
-    delay_ms: Arc<AtomicU64>,
-}
-
-impl Proxy {
-    pub async fn start(upstream: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let blackhole = Arc::new(AtomicBool::new(false));
-        let delay_ms = Arc::new(AtomicU64::new(0));
-        let upstream = upstream.to_string();
-        let (bh, delay) = (blackhole.clone(), delay_ms.clone());
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let (bh, delay) = (bh.clone(), delay.clone());
-                tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(&upstream).await {
-                        let (cr, cw) = client.into_split();
-                        let (sr, sw) = server.into_split();
-                        tokio::spawn(pipe(cr, sw, bh.clone(), delay.clone()));
-                        tokio::spawn(pipe(sr, cw, bh, delay));
-                    }
-                });
-            }
-        });
-        Proxy {
-            port,
-            blackhole,
-            delay_ms,
-        }
-    }
-
-    pub fn set_blackhole(&self, on: bool) {
-        self.blackhole.store(on, Ordering::SeqCst);
-    }
-
-    /// Every chunk read from now on is forwarded `delay` later, in each
-    /// direction (a round trip grows by twice that); chunks keep their order,
-    /// so data read before a shorter delay was set still comes first.
-    pub fn set_delay(&self, delay: Duration) {
-        self.delay_ms
-            .store(delay.as_millis() as u64, Ordering::SeqCst);
-    }
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    blackhole: Arc<AtomicBool>,
-    delay_ms: Arc<AtomicU64>,
-) {
-    // The writer forwards each chunk at its due time, in order.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    tokio::spawn(async move {
-        while let Some((due, chunk)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
-            if to.write_all(&chunk).await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if blackhole.load(Ordering::SeqCst) {
-            continue;
-        }
-        let due =
-            tokio::time::Instant::now() + Duration::from_millis(delay_ms.load(Ordering::SeqCst));
-        if tx.send((due, buf[..n].to_vec())).is_err() {
-            return;
-        }
-    }
-}
+#[allow(unused_imports)] // not every test binary cuts a network
+pub use tenure_testsupport::proxy::Proxy;

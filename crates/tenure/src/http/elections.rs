@@ -68,11 +68,14 @@ pub(crate) async fn sidecar(state: State) -> Result<Json<serde_json::Value>, Api
     Ok(Json(serde_json::json!({ "name": name })))
 }
 
-async fn read_all(s: &Shared, history: usize) -> crate::Result<Vec<ElectionView>> {
+/// Every election with its members (and `history` recent terms each);
+/// records each election's `tenure_members`.
+pub(crate) async fn read_all(s: &Shared, history: usize) -> crate::Result<Vec<ElectionView>> {
     let store = &s.api.store;
     let mut out = Vec::new();
     for r in store.list(None).await? {
         let members = store.members(&r.key).await?;
+        crate::telemetry::members(&r.key, &members);
         let history = match history {
             0 => Vec::new(),
             n => store.history(&r.key, n).await?,
@@ -129,6 +132,7 @@ async fn read_one(s: &Shared, key: &ElectionKey) -> crate::Result<Option<Electio
         return Ok(None);
     };
     let members = store.members(key).await?;
+    crate::telemetry::members(key, &members);
     let history = store.history(key, s.api.history).await?;
     Ok(Some(ElectionView::new(&r, members, history)))
 }

@@ -4,16 +4,24 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::elections::bounded;
+use super::elections::{bounded, read_all};
 use super::error::ApiError;
 use super::State;
 
-/// `GET /healthz`, with client-go's leader-election health semantics: a
-/// follower (or a process without an elector) is healthy; a leader is
-/// unhealthy once its last renewal is so old that less than a third of the
-/// TTL is left before its local deadline, i.e. it missed two renewals
-/// (renewals go every TTL/3). It turns unhealthy before the deadline, so a
-/// probe can restart a leader that is stuck while it still holds the lease.
+/// `GET /healthz`: 503 only while this process's elector leads and less
+/// than a third of its TTL is left before its local deadline
+/// (`t0 + ttl·(1 − drift) − margin`, `t0` taken before its last successful
+/// renewal), i.e. after about two thirds of a TTL without a renewal (two
+/// missed renewals at the default period of TTL/3); otherwise 200. A
+/// follower, or a process without an elector, is always healthy.
+///
+/// This is deliberately not client-go's rule. client-go's `HealthzAdaptor`
+/// fails once the leader has not renewed for longer than the lease duration
+/// plus a tolerance; a tenure leader steps down at its local deadline,
+/// which comes before its lease can expire, so by then it is a (healthy)
+/// follower and that rule could never fire. This one turns unhealthy before
+/// the deadline, while the stuck leader still holds the lease, so a probe
+/// can restart it.
 pub(crate) async fn healthz(state: State) -> Response {
     if let Some(elector) = &state.api.elector {
         if let Some(leadership) = elector.current() {
@@ -53,19 +61,24 @@ pub(crate) async fn readyz(state: State) -> Response {
     }
 }
 
-/// `GET /metrics`: the render hook's text.
+/// `GET /metrics`: the render hook's text, after one bounded read of every
+/// election's member list, so `tenure_members` is as of this scrape (a
+/// steady elector reads no member list). If the store cannot be read, the
+/// values of the last read are rendered; `/readyz` says why.
 pub(crate) async fn metrics(state: State) -> Result<Response, ApiError> {
-    match &state.api.metrics {
-        Some(render) => Ok((
-            [(
-                axum::http::header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            render(),
-        )
-            .into_response()),
-        None => Err(ApiError::not_found(
+    let Some(render) = &state.api.metrics else {
+        return Err(ApiError::not_found(
             "no metrics configured (library: Api::metrics with a recorder's render function)",
-        )),
-    }
+        ));
+    };
+    // Its errors and time-outs only leave the last values in place.
+    let _ = bounded(&state, read_all(&state, 0)).await;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render(),
+    )
+        .into_response())
 }

@@ -8,9 +8,9 @@
 //! | `GET /v1/elections[?history=N]` | every election: [`ElectionView`]s (as `tenure status --json`), with N recent terms each if asked |
 //! | `GET /v1/elections/{namespace}/{election}` | one election with its recent terms; 404 if never acquired |
 //! | `GET /v1/events` | Server-Sent Events, one [`Change`](crate::Change) per event as `tenure watch --json` prints it |
-//! | `GET /healthz` | 503 only while this process leads but has not renewed for too long (client-go's health adaptor) |
+//! | `GET /healthz` | 503 only while this process leads with less than a third of its TTL left before its local deadline (no renewal for about two thirds of a TTL); earlier than client-go's health adaptor, whose "not renewed for TTL + tolerance" a tenure leader never reaches (it steps down at its deadline) |
 //! | `GET /readyz` | 200 once the store answers a read; 503 with the reason while it does not |
-//! | `GET /metrics` | the render hook's text (Prometheus), 404 without one |
+//! | `GET /metrics` | the render hook's text (Prometheus), after a read of every election's members (`tenure_members`); 404 without a hook |
 //! | `POST /v1/elections/{namespace}/{election}/resign`, `.../transfer` | ask the leader to step down (for anyone, or `{"to": "identity"}`); need the bearer token, 403 without one configured |
 //! | `GET /ui` | the dashboard page |
 //!
@@ -109,7 +109,9 @@ impl Api {
         self
     }
 
-    /// What `GET /metrics` answers (Prometheus text format).
+    /// What `GET /metrics` answers (Prometheus text format). Before each
+    /// answer the route reads every election's member list (bounded by the
+    /// read timeout), so `tenure_members` is as of the scrape.
     pub fn metrics(mut self, render: RenderMetrics) -> Self {
         self.metrics = Some(render);
         self

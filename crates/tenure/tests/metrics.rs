@@ -1,0 +1,230 @@
+//! The metrics an elector records through the `metrics` facade, seen by a
+//! recorder the application installs (here a small one of the test's own):
+//! a leader's gauges while it leads and after it steps down, and
+//! `tenure_members` as of a `GET /metrics` of the HTTP API.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics::{
+    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    SharedString, Unit,
+};
+use tenure::store::LeaseStore;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Values = Arc<Mutex<BTreeMap<String, f64>>>;
+
+/// One series: gauges keep the last value, counters the total, histograms
+/// the number of samples.
+struct Series {
+    name: String,
+    values: Values,
+}
+
+impl Series {
+    fn update(&self, f: impl FnOnce(f64) -> f64) {
+        let mut v = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let x = v.entry(self.name.clone()).or_insert(0.0);
+        *x = f(*x);
+    }
+}
+
+impl GaugeFn for Series {
+    fn increment(&self, by: f64) {
+        self.update(|x| x + by);
+    }
+    fn decrement(&self, by: f64) {
+        self.update(|x| x - by);
+    }
+    fn set(&self, to: f64) {
+        self.update(|_| to);
+    }
+}
+
+impl CounterFn for Series {
+    fn increment(&self, by: u64) {
+        self.update(|x| x + by as f64);
+    }
+    fn absolute(&self, to: u64) {
+        self.update(|_| to as f64);
+    }
+}
+
+impl HistogramFn for Series {
+    fn record(&self, _: f64) {
+        self.update(|x| x + 1.0);
+    }
+}
+
+/// Records every series as `name{label="value",...}` → value.
+#[derive(Default)]
+struct TestRecorder {
+    values: Values,
+}
+
+impl TestRecorder {
+    fn series(&self, key: &Key) -> Arc<Series> {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}=\"{}\"", l.key(), l.value()))
+            .collect();
+        Arc::new(Series {
+            name: format!("{}{{{}}}", key.name(), labels.join(",")),
+            values: Arc::clone(&self.values),
+        })
+    }
+}
+
+impl Recorder for TestRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        Counter::from_arc(self.series(key))
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(self.series(key))
+    }
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::from_arc(self.series(key))
+    }
+}
+
+/// The process's recorder, installed once (the facade takes one per process).
+fn values() -> Values {
+    static VALUES: OnceLock<Values> = OnceLock::new();
+    VALUES
+        .get_or_init(|| {
+            let recorder = TestRecorder::default();
+            let values = Arc::clone(&recorder.values);
+            metrics::set_global_recorder(recorder).expect("no other recorder in this test binary");
+            values
+        })
+        .clone()
+}
+
+fn value(series: &str) -> Option<f64> {
+    values()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(series)
+        .copied()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leading_elector_records_its_gauges() {
+    values();
+    let store = tenure::store::connect("memory://", &Default::default())
+        .await
+        .expect("store");
+    let elector = tenure::Elector::builder(store)
+        .election("metered")
+        .identity("m-1")
+        .build()
+        .expect("elector");
+    let term = elector.acquired().await.expect("leads").term();
+    let labels = "{namespace=\"default\",election=\"metered\"}";
+    assert_eq!(
+        value("leader_election_master_status{name=\"metered\"}"),
+        Some(1.0)
+    );
+    assert_eq!(value(&format!("tenure_is_leader{labels}")), Some(1.0));
+    assert_eq!(value(&format!("tenure_term{labels}")), Some(term as f64));
+    assert!(
+        value(&format!("tenure_leader_changes_total{labels}")).is_some_and(|n| n >= 1.0),
+        "{:?}",
+        values()
+    );
+    let left = value(&format!("tenure_lease_remaining_seconds{labels}"));
+    assert!(
+        left.is_some_and(|s| s > 0.0 && s <= elector.ttl().as_secs_f64()),
+        "{left:?}"
+    );
+    // Stepping down sets both leadership gauges back to 0.
+    elector.shutdown().await.expect("shutdown");
+    assert_eq!(
+        value("leader_election_master_status{name=\"metered\"}"),
+        Some(0.0)
+    );
+    assert_eq!(value(&format!("tenure_is_leader{labels}")), Some(0.0));
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("send");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).await.expect("read");
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Three candidates: `GET /metrics` reads the member list first, so
+/// `tenure_members` is 3 at the scrape, whatever the electors read last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_route_records_the_live_members() {
+    values();
+    let store = tenure::store::connect("memory://", &Default::default())
+        .await
+        .expect("store");
+    let mut electors = Vec::new();
+    for id in ["c-1", "c-2", "c-3"] {
+        electors.push(
+            tenure::Elector::builder(store.clone())
+                .election("crowd")
+                .identity(id)
+                .build()
+                .expect("elector"),
+        );
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let live = store
+            .members(&tenure::store::ElectionKey::new("default", "crowd"))
+            .await
+            .expect("members")
+            .iter()
+            .filter(|m| m.live)
+            .count();
+        if live == 3 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{live} live members"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let series = "tenure_members{namespace=\"default\",election=\"crowd\"}";
+    // Rendered by the application's recorder; here the test's own map.
+    let render = Arc::new(|| format!("{:?}\n", values()));
+    let app = tenure::http::Api::new(store).metrics(render).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(series), Some(3.0), "{body}");
+    // One leaves: the next scrape says 2.
+    let gone = electors.pop().expect("three");
+    gone.shutdown().await.expect("shutdown");
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(series), Some(2.0), "{body}");
+    server.abort();
+    for e in electors {
+        e.shutdown().await.expect("shutdown");
+    }
+}
