@@ -699,6 +699,17 @@ async fn restart_waits_for_enough_lease_for_the_kill_grace() {
 const TERM_RECORDING_JOB: &str = "trap 'echo \"term $TENURE_TERM $$\" >> events; exit 0' TERM; \
      echo \"start $TENURE_TERM $$\" >> events; while :; do sleep 0.05; done";
 
+/// The PostgreSQL test server, a proxy in front of it, and the URL through
+/// the proxy; `None` (skipped) without the server.
+async fn postgres_behind_a_proxy(d: &Path) -> Option<(TestStore, Proxy, String)> {
+    let s = store(Kind::Postgres, d).await?;
+    let addr = s.tcp.clone()?;
+    let proxy = Proxy::start(&addr).await.expect("start the proxy");
+    let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
+    assert_ne!(url, s.url, "test expects the default server URL on {addr}");
+    Some((s, proxy, url))
+}
+
 /// The FIRST job of a tenure also waits for enough lease (issue 9, defect 4):
 /// when the acquisition's answer comes back slowly (a proxy in front of
 /// PostgreSQL delays each direction by 150 ms; with sqlx's ping before each
@@ -713,13 +724,9 @@ async fn first_spawn_waits_for_enough_lease_for_the_kill_grace() {
     let _timed = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let Some(s) = store(Kind::Postgres, d).await else {
+    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
         return;
     };
-    let addr = s.tcp.clone().unwrap();
-    let proxy = Proxy::start(&addr).await.expect("start the proxy");
-    let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
-    assert_ne!(url, s.url, "test expects the default server URL on {addr}");
     let name = election("first-spawn");
     let key = ElectionKey::new("default", name.clone());
     // A holder that is not a member holds the lease for 3 s, so `a` starts,
@@ -830,13 +837,9 @@ async fn restart_without_enough_lease_resigns_to_another_candidate() {
     let _timed = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let Some(s) = store(Kind::Postgres, d).await else {
+    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
         return;
     };
-    let addr = s.tcp.clone().unwrap();
-    let proxy = Proxy::start(&addr).await.expect("start the proxy");
-    let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
-    assert_ne!(url, s.url, "test expects the default server URL on {addr}");
     let name = election("restart-resign");
     let key = ElectionKey::new("default", name.clone());
     let flags = |c: &mut Command| {

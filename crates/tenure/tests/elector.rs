@@ -322,71 +322,9 @@ async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
     assert_eq!(rec.term, 1);
 }
 
-/// The preemption check after a renewal reads the members; when that read is
-/// slow, a shutdown must not wait for it (before: up to ttl/4 of real time).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_preemption_check_does_not_delay_shutdown() {
-    let w = World::new();
-    let e = w
-        .builder("a")
-        .preempt_after(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
-    w.store.set_hang_members(true);
-    // One renewal: the check after it hangs on the member list.
-    w.advance(TTL / 2, Duration::from_millis(500)).await;
-    assert!(e.is_leader());
-    let start = Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), e.shutdown())
-        .await
-        .expect("shutdown returns")
-        .unwrap();
-    assert!(
-        start.elapsed() < Duration::from_millis(500),
-        "shutdown waited {:?} for the preemption check",
-        start.elapsed()
-    );
-    let rec = w
-        .store
-        .read(&ElectionKey::new("default", "job"))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(rec.holder, None, "released on shutdown");
-}
-
-/// Resigns `e` and checks that it returned at once (not after a store call
-/// that hangs) and that the lease was handed over as a resignation.
-async fn resign_is_prompt(w: &World, e: &Elector, what: &str) {
-    let start = Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), e.resign())
-        .await
-        .expect("resign returns")
-        .unwrap();
-    assert!(
-        start.elapsed() < Duration::from_millis(500),
-        "resign waited {:?} for {what}",
-        start.elapsed()
-    );
-    assert!(!e.is_leader());
-    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
-    assert_eq!(
-        rec.holder, None,
-        "handed over: a successor can take over at once"
-    );
-    assert_eq!(rec.handover, Some(Handover::Anyone), "as a resignation");
-}
-
-/// The preemption check after a renewal reads the members; when that read
-/// hangs, a resign must not wait for it (Defect 7 of issue 9: checks run
-/// inline delayed a resign by up to the check's timeout, ttl/4 of real time).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_preemption_check_does_not_delay_resign() {
-    let w = World::new();
+/// A leader (preempting after 1 s) whose preemption check, after its next
+/// renewal, hangs on the member list.
+async fn leader_with_a_hanging_preemption_check(w: &World) -> Elector {
     let e = w
         .builder("a")
         .preempt_after(Duration::from_secs(1))
@@ -405,6 +343,59 @@ async fn a_slow_preemption_check_does_not_delay_resign() {
     })
     .await;
     assert!(e.is_leader());
+    e
+}
+
+/// The preemption check after a renewal reads the members; when that read is
+/// slow, a shutdown must not wait for it (before: up to ttl/4 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_preemption_check_does_not_delay_shutdown() {
+    let w = World::new();
+    let e = leader_with_a_hanging_preemption_check(&w).await;
+    returns_at_once(e.shutdown(), "shutdown", "the preemption check").await;
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(rec.holder, None, "released on shutdown");
+}
+
+/// Runs `op` (a shutdown or a resign) and checks that it returned at once,
+/// not after `what`, a store call that hangs.
+async fn returns_at_once(
+    op: impl std::future::Future<Output = tenure::Result<()>>,
+    name: &str,
+    what: &str,
+) {
+    let start = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), op)
+        .await
+        .unwrap_or_else(|_| panic!("{name} returns"))
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "{name} waited {:?} for {what}",
+        start.elapsed()
+    );
+}
+
+/// Resigns `e` and checks that it returned at once (not after a store call
+/// that hangs) and that the lease was handed over as a resignation.
+async fn resign_is_prompt(w: &World, e: &Elector, what: &str) {
+    returns_at_once(e.resign(), "resign", what).await;
+    assert!(!e.is_leader());
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.holder, None,
+        "handed over: a successor can take over at once"
+    );
+    assert_eq!(rec.handover, Some(Handover::Anyone), "as a resignation");
+}
+
+/// The preemption check after a renewal reads the members; when that read
+/// hangs, a resign must not wait for it (Defect 7 of issue 9: checks run
+/// inline delayed a resign by up to the check's timeout, ttl/4 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_preemption_check_does_not_delay_resign() {
+    let w = World::new();
+    let e = leader_with_a_hanging_preemption_check(&w).await;
     resign_is_prompt(&w, &e, "the preemption check").await;
 }
 
