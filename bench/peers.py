@@ -98,7 +98,7 @@ class Servers:
                  f"--initial-advertise-peer-urls=http://127.0.0.1:{pp}",
                  f"--initial-cluster=b=http://127.0.0.1:{pp}",
                  "--unsafe-no-fsync"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
             if wait_port(cp):
                 self.etcd = cp
         else:
@@ -119,7 +119,7 @@ class Servers:
             self.procs.append(subprocess.Popen(
                 ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", cp_,
                  "org.apache.zookeeper.server.ZooKeeperServerMain", cfg],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
             if wait_port(zp):
                 for _ in range(100):
                     try:
@@ -135,7 +135,7 @@ class Servers:
             rp = free_port()
             self.procs.append(subprocess.Popen(
                 ["redis-server", "--bind", "127.0.0.1", "--port", str(rp), "--save", "", "--appendonly", "no"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
             if wait_port(rp):
                 self.redis = rp
         else:
@@ -162,7 +162,7 @@ class Servers:
         self.procs.append(subprocess.Popen(
             ["runuser", "-u", "postgres", "--", f"{bindir}/postgres", "-D", f"{d}/data", "-p", str(port),
              "-k", d, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         if wait_port(port):
             self.psql = ["runuser", "-u", "postgres", "--", f"{bindir}/psql", "-h", d, "-p", str(port),
                          "-U", "postgres", "-At"]
@@ -197,7 +197,7 @@ class Servers:
             [daemon, "--no-defaults", "--user=root", "--bind-address=127.0.0.1", "--skip-name-resolve",
              f"--datadir={d}/data", f"--port={port}", f"--socket={sock}", f"--pid-file={d}/pid",
              "--innodb-flush-log-at-trx-commit=0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         if wait_port(port):
             self.mysql = ["mariadb", "--no-defaults", "-uroot", "--protocol=socket", f"--socket={sock}", "-N", "-B"]
             if subprocess.run(self.mysql + ["-e", "CREATE DATABASE IF NOT EXISTS test"]).returncode == 0:
@@ -206,8 +206,13 @@ class Servers:
             missing.append("a private MariaDB (did not start)")
 
     def stop(self):
+        # Each server is the leader of its own process group: killing the
+        # group also stops what `runuser` started (the postmaster).
         for p in self.procs:
-            p.kill()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             p.wait()
 
     def counter(self, kind):

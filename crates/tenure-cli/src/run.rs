@@ -154,7 +154,11 @@ async fn lead(
     let mut restart_delay = Duration::from_millis(100);
     loop {
         // Start only with more lease left than the kill grace, or the job
-        // could not be given its SIGTERM grace; otherwise wait for a renewal.
+        // could not be given its SIGTERM grace; otherwise wait for renewals.
+        // Renewals that keep leaving too little (a store path too slow for
+        // this kill grace) mean this tenure cannot run the job: after a TTL
+        // of them, resign, so that another candidate can.
+        let give_up = tokio::time::Instant::now() + a.ttl;
         while leadership.remaining() <= grace {
             tokio::select! {
                 biased;
@@ -166,6 +170,15 @@ async fn lead(
                     return lost(a, elector, leadership).await;
                 },
                 _ = leadership.lost() => return lost(a, elector, leadership).await,
+                _ = tokio::time::sleep_until(give_up) => if leadership.remaining() <= grace {
+                    tracing::warn!(
+                        left = ?leadership.remaining(),
+                        kill_grace = ?grace,
+                        "renewals leave no more lease than the kill grace (a slow store?); \
+                         resigning so that another candidate can run the command"
+                    );
+                    return lost(a, elector, leadership).await;
+                },
             }
         }
         let Some(deadline) = leadership.deadline() else {
@@ -248,7 +261,8 @@ async fn lead(
     }
 }
 
-/// After the command was stopped because the tenure ended.
+/// After the command was stopped because the tenure ended, or when the
+/// tenure cannot give a new command its kill grace.
 async fn lost(a: &RunArgs, elector: &Elector, leadership: &Leadership) -> Result<After, Failure> {
     // Hand over whatever is left of this tenure rather than sit on it
     // without the command; never a newer tenure.

@@ -79,6 +79,19 @@ fn spawn_run_with(
     script: &str,
     configure: impl FnOnce(&mut Command),
 ) -> Child {
+    spawn_run_ttl(dir, url, election, id, "2s", script, configure)
+}
+
+/// [`spawn_run_with`] with a TTL other than 2 s.
+fn spawn_run_ttl(
+    dir: &Path,
+    url: &str,
+    election: &str,
+    id: &str,
+    ttl: &str,
+    script: &str,
+    configure: impl FnOnce(&mut Command),
+) -> Child {
     let mut cmd = Command::new(bin());
     cmd.args([
         "run",
@@ -87,7 +100,7 @@ fn spawn_run_with(
         "--election",
         election,
         "--ttl",
-        "2s",
+        ttl,
         "--id",
         id,
     ])
@@ -711,4 +724,257 @@ async fn restart_waits_for_enough_lease_for_the_kill_grace() {
         logs(d)
     );
     assert_eq!(status.code(), Some(3), "{}", logs(d));
+}
+
+/// The job of the lease tests: records its start and a SIGTERM in `events`.
+const TERM_RECORDING_JOB: &str = "trap 'echo \"term $TENURE_TERM $$\" >> events; exit 0' TERM; \
+     echo \"start $TENURE_TERM $$\" >> events; while :; do sleep 0.05; done";
+
+/// The PostgreSQL test server, a proxy in front of it, and the URL through
+/// the proxy; `None` (skipped) without the server.
+async fn postgres_behind_a_proxy(d: &Path) -> Option<(TestStore, Proxy, String)> {
+    let s = store(Kind::Postgres, d).await?;
+    let addr = s.tcp.clone()?;
+    let proxy = Proxy::start(&addr).await.expect("start the proxy");
+    let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
+    assert_ne!(url, s.url, "test expects the default server URL on {addr}");
+    Some((s, proxy, url))
+}
+
+/// The FIRST job of a tenure also waits for enough lease (issue 9, defect 4):
+/// when the acquisition's answer comes back slowly (a proxy in front of
+/// PostgreSQL delays each direction by 150 ms; with sqlx's ping before each
+/// query the acquisition takes ~0.6 s, and the margin is then its cap of
+/// ttl/4), a 4 s tenure starts with about 4 × 0.99 − 1 − 0.6 = 2.36 s left,
+/// less than the 2.7 s kill grace. The job must not start then (it would be
+/// stopped at once, without its grace, and the tenure resigned); it starts
+/// after the first renewal (the proxy is fast again by then, ~3 s left) and
+/// keeps running under the same term.
+#[tokio::test]
+async fn first_spawn_waits_for_enough_lease_for_the_kill_grace() {
+    let _timed = TIMED.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
+        return;
+    };
+    let name = election("first-spawn");
+    let key = ElectionKey::new("default", name.clone());
+    // A holder that is not a member holds the lease for 3 s, so `a` starts,
+    // registers and follows before it can acquire.
+    let ghost = tenure::store::Claim {
+        key: key.clone(),
+        holder: "ghost#1".into(),
+        metadata: String::new(),
+        ttl: Duration::from_secs(3),
+    };
+    assert!(matches!(
+        s.client.try_acquire(&ghost).await.unwrap(),
+        tenure::store::Acquire::Acquired(_)
+    ));
+    let mut t = spawn_run_ttl(d, &url, &name, "a", "4s", TERM_RECORDING_JOB, |c| {
+        c.args(["--renew-period", "100ms", "--kill-grace", "2700ms"]);
+    });
+    let spawned = Instant::now();
+    while !s
+        .client
+        .members(&key)
+        .await
+        .unwrap()
+        .iter()
+        .any(|m| m.identity == "a" && m.live)
+    {
+        assert!(
+            spawned.elapsed() < Duration::from_secs(10),
+            "a registers\n{}",
+            logs(d)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.set_delay(Duration::from_millis(150));
+    let held = s.client.read(&key).await.unwrap().unwrap();
+    assert!(
+        held.holder.as_deref() == Some("ghost#1") && held.remaining > Duration::from_millis(500),
+        "the ghost's lease must outlast turning the delay on: {held:?}"
+    );
+    // Once a's acquisition is committed (its answer still in the proxy),
+    // later traffic is fast again.
+    let term = loop {
+        let rec = s.client.read(&key).await.unwrap().unwrap();
+        if rec.holder.as_deref().is_some_and(|h| h.starts_with("a#")) {
+            break rec.term;
+        }
+        assert!(
+            rec.term == held.term,
+            "someone else acquired: {rec:?}\n{}",
+            logs(d)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    proxy.set_delay(Duration::ZERO);
+    let (started_term, job) = next_start(d, 0, "a's job").await;
+    assert_eq!(started_term, term, "{}", logs(d));
+    // Watch it for 1.5 s (15 renew periods): one job, never stopped, one term.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_millis(1500) {
+        let events = std::fs::read_to_string(d.join("events")).unwrap_or_default();
+        assert!(
+            !events.contains("term ") && starts(d).len() == 1 && alive(job),
+            "the first job was started with less lease left than its kill grace \
+             and stopped at once:\n{events}\n{}",
+            logs(d)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rec = s.client.read(&key).await.unwrap().unwrap();
+    assert_eq!(rec.term, term, "the tenure went on: {rec:?}\n{}", logs(d));
+    let _ = kill(Pid::from_raw(t.id() as i32), Signal::SIGTERM);
+    let _ = t.wait();
+}
+
+/// `tenure status --json --history 10` for one election.
+fn status_json(dir: &Path, url: &str, election: &str) -> serde_json::Value {
+    let out = common::tenure(
+        dir,
+        &[
+            "status",
+            "--store",
+            url,
+            "--election",
+            election,
+            "--json",
+            "--history",
+            "10",
+        ],
+    );
+    assert!(out.status.success(), "status: {}", common::text(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    rows[0].clone()
+}
+
+/// On the restart path, a tenure that cannot get enough lease for the kill
+/// grace gives the election up (issue 9, defect 4). `a` (through a proxy in
+/// front of PostgreSQL, ttl 4 s, kill grace 2.7 s, `--restart`) leads; its
+/// job exits five times, so the restart back-off is 1.6 s; during it a's
+/// store path becomes slow (300 ms each way; a renewal then takes ~1 s),
+/// and its renewals land but leave under 4 × 0.99 − 1 (the margin's cap) −
+/// 0.6 = 2.36 s, less than the kill grace. The job must not be started
+/// again, and the tenure must not sit on the lease without a job either: it
+/// resigns, and `b` (direct, fast) takes over by resignation, not expiry.
+/// Before the fix, `a` waited for a renewal that would leave enough, for as
+/// long as the slow renewals kept coming: leader forever, job never running.
+#[tokio::test]
+async fn restart_without_enough_lease_resigns_to_another_candidate() {
+    let _timed = TIMED.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
+        return;
+    };
+    let name = election("restart-resign");
+    let key = ElectionKey::new("default", name.clone());
+    let flags = |c: &mut Command| {
+        c.args(["--renew-period", "100ms", "--kill-grace", "2700ms"]);
+    };
+    // Jobs 1-4 exit at once (back-offs 100, 200, 400, 800 ms); job 5 waits
+    // for `go`, then exits; a sixth job (there must be none) would run on.
+    let a_job = "echo \"start $TENURE_TERM $$\" >> events; n=$(grep -c '^start' events); \
+                 [ \"$n\" -lt 5 ] && exit 1; [ \"$n\" -gt 5 ] && exec sleep 1000; \
+                 while [ ! -e go ]; do sleep 0.01; done; exit 1";
+    let a = spawn_run_ttl(d, &url, &name, "a", "4s", a_job, |c| {
+        flags(c);
+        c.arg("--restart");
+    });
+    let (term, _) = next_start(d, 4, "a's fifth job").await;
+    let b_job = "echo \"b-start $TENURE_TERM $$\" >> events; exec sleep 1000";
+    let b = spawn_run_ttl(d, &s.url, &name, "b", "4s", b_job, flags);
+    let joined = Instant::now();
+    while !s
+        .client
+        .members(&key)
+        .await
+        .unwrap()
+        .iter()
+        .any(|m| m.identity == "b" && m.live)
+    {
+        assert!(joined.elapsed() < Duration::from_secs(10), "b registers");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.set_delay(Duration::from_millis(300));
+    std::fs::write(d.join("go"), "").unwrap();
+    // a gives up after a TTL of slow renewals; its hand-over then goes
+    // through a fast path again (on the slow one it may not land before the
+    // lease expires, and b would take over by expiry, which is not the point).
+    let slow = Instant::now();
+    while !std::fs::read_to_string(d.join("a.log"))
+        .unwrap_or_default()
+        .contains("resigning so that another candidate")
+    {
+        assert!(
+            slow.elapsed() < Duration::from_secs(20),
+            "a did not give up a lease it cannot run the job with\n{}",
+            logs(d)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    proxy.set_delay(Duration::ZERO);
+    let b_term = loop {
+        let events = std::fs::read_to_string(d.join("events")).unwrap_or_default();
+        let b_start = events
+            .lines()
+            .find_map(|l| l.strip_prefix("b-start "))
+            .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok());
+        if let Some(t) = b_start {
+            break t;
+        }
+        assert!(
+            slow.elapsed() < Duration::from_secs(20),
+            "b did not lead within 20 s\n{events}\n{}",
+            logs(d)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(
+        starts(d).len(),
+        5,
+        "a's job was not started again\n{}",
+        logs(d)
+    );
+    assert_eq!(b_term, term + 1, "{}", logs(d));
+    // b's term began by resignation: its acquisition recorded why the
+    // lease was free (written by b's own queue, so wait for the row).
+    let row = |status: &serde_json::Value, t: u64| {
+        status["history"]
+            .as_array()
+            .expect("history")
+            .iter()
+            .find(|h| h["term"] == t)
+            .cloned()
+    };
+    let shown = Instant::now();
+    let (status, b_row) = loop {
+        let status = status_json(d, &s.url, &name);
+        if let Some(r) = row(&status, b_term) {
+            break (status, r);
+        }
+        assert!(
+            shown.elapsed() < Duration::from_secs(10),
+            "term {b_term} not in the history: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(b_row["start_reason"], "resign", "{status:#}\n{}", logs(d));
+    // a's own row is closed by a's queue, best effort (see the report of
+    // issue 9: on the slow path it sometimes stays open); never as expired.
+    let a_row = row(&status, term).expect("a's term in the history");
+    assert!(
+        a_row["end_reason"].is_null() || a_row["end_reason"] == "resign",
+        "{status:#}"
+    );
+    let a_log = std::fs::read_to_string(d.join("a.log")).unwrap_or_default();
+    assert!(
+        a_log.contains("resigning so that another candidate"),
+        "{a_log}"
+    );
+    stop_all(&mut [a, b]);
 }

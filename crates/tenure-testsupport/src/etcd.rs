@@ -17,11 +17,11 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::servers::free_port;
+use crate::servers::{free_port, scratch_dir};
 use crate::tls::TestCa;
 
 /// How to start an [`EtcdCluster`].
@@ -57,10 +57,7 @@ pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TENURE_ETCD_BIN") {
         return Some(PathBuf::from(p));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("etcd"))
-        .find(|p| p.is_file())
+    which::which("etcd").ok()
 }
 
 /// A private etcd cluster of one or more members on loopback.
@@ -87,18 +84,9 @@ impl EtcdCluster {
         let bin = binary().ok_or_else(|| {
             std::io::Error::other("no etcd binary (install etcd-server or set TENURE_ETCD_BIN)")
         })?;
-        // On tmpfs where there is one: etcd fsyncs every write, and on a
-        // busy two-core machine one fsync now and then takes longer than
-        // a 1 s TTL's 500 ms release budget. Data still survives what the
-        // tests do to a member (SIGKILL, restart); only a machine crash
-        // would lose it, and no test crashes the machine.
-        let base = Some(Path::new("/dev/shm"))
-            .filter(|p| p.is_dir())
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-etcd")
-            .tempdir_in(base)?;
+        // On tmpfs where there is one: etcd fsyncs every write, and one
+        // slow fsync can take longer than a 1 s TTL's 500 ms release budget.
+        let dir = scratch_dir("tenure-etcd")?;
         let mut client_ports = Vec::new();
         let mut peer_ports = Vec::new();
         let mut metrics_ports = Vec::new();

@@ -1,11 +1,13 @@
 //! A TCP proxy in front of a server that can be switched to swallow all
-//! traffic: a blackholed network, where connections stay open and nothing
-//! arrives. Bytes swallowed while it is on are gone, as on a real network
+//! traffic (a blackholed network, where connections stay open and nothing
+//! arrives) or to delay it (a slow network: everything arrives, in order,
+//! later). Bytes swallowed while it is on are gone, as on a real network
 //! whose packets are dropped past the retransmission limit: a stream protocol
 //! (HTTP/2, the PostgreSQL or MySQL protocol) then sees a broken connection.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,6 +17,8 @@ pub struct Proxy {
     /// The local port clients connect to (on 127.0.0.1).
     pub port: u16,
     blackhole: Arc<AtomicBool>,
+    /// Milliseconds each chunk waits, in each direction.
+    delay_ms: Arc<AtomicU64>,
     /// The copying tasks of the connections so far (aborted by `reset`).
     pipes: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
@@ -26,22 +30,23 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let blackhole = Arc::new(AtomicBool::new(false));
+        let delay_ms = Arc::new(AtomicU64::new(0));
         let upstream = upstream.to_string();
         let pipes: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (bh, tasks) = (blackhole.clone(), pipes.clone());
+        let (bh, delay, tasks) = (blackhole.clone(), delay_ms.clone(), pipes.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = upstream.clone();
-                let (bh, tasks) = (bh.clone(), tasks.clone());
+                let (bh, delay, tasks) = (bh.clone(), delay.clone(), tasks.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&upstream).await {
                         let (cr, cw) = client.into_split();
                         let (sr, sw) = server.into_split();
-                        let up = tokio::spawn(pipe(cr, sw, bh.clone())).abort_handle();
-                        let down = tokio::spawn(pipe(sr, cw, bh)).abort_handle();
+                        let up = pipe(cr, sw, bh.clone(), delay.clone());
+                        let down = pipe(sr, cw, bh, delay);
                         let mut tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
                         tasks.retain(|t| !t.is_finished());
-                        tasks.extend([up, down]);
+                        tasks.extend(up.into_iter().chain(down));
                     }
                 });
             }
@@ -49,6 +54,7 @@ impl Proxy {
         Ok(Proxy {
             port,
             blackhole,
+            delay_ms,
             pipes,
         })
     }
@@ -70,24 +76,49 @@ impl Proxy {
     pub fn set_blackhole(&self, on: bool) {
         self.blackhole.store(on, Ordering::SeqCst);
     }
+
+    /// Forwards every chunk read from now on `delay` later, in each
+    /// direction (a round trip grows by twice that). Chunks keep their
+    /// order, so data read before a shorter delay was set still comes first.
+    pub fn set_delay(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.delay_ms.store(ms, Ordering::SeqCst);
+    }
 }
 
-async fn pipe(
+/// Copies `from` to `to`: one task reads and stamps each chunk with its due
+/// time, another writes the chunks at their due times, in order.
+fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     blackhole: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if blackhole.load(Ordering::SeqCst) {
-            continue;
+    delay_ms: Arc<AtomicU64>,
+) -> [tokio::task::AbortHandle; 2] {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
+    });
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if blackhole.load(Ordering::SeqCst) {
+                continue;
+            }
+            let due = tokio::time::Instant::now()
+                + Duration::from_millis(delay_ms.load(Ordering::SeqCst));
+            if tx.send((due, buf[..n].to_vec())).is_err() {
+                return;
+            }
         }
-    }
+    });
+    [reader.abort_handle(), writer.abort_handle()]
 }

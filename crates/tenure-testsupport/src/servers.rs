@@ -115,6 +115,21 @@ pub fn free_port() -> std::io::Result<u16> {
     Err(std::io::Error::other("no unused free port after 64 tries"))
 }
 
+/// A fresh directory for a private server's data, named `prefix...`, on
+/// tmpfs (`/dev/shm`) where there is one, else in the system's temporary
+/// directory. etcd and ZooKeeper fsync every write, and on a busy two-core
+/// machine one fsync now and then takes longer than a short TTL's release
+/// budget. Data still survives what the tests do to a server (SIGKILL,
+/// restart); only a machine crash would lose it, and no test crashes the
+/// machine.
+pub fn scratch_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let base = Some(Path::new("/dev/shm"))
+        .filter(|p| p.is_dir())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    tempfile::Builder::new().prefix(prefix).tempdir_in(base)
+}
+
 fn pg_bin(name: &str) -> PathBuf {
     for dir in [
         "/usr/lib/postgresql/17/bin",
@@ -130,14 +145,10 @@ fn pg_bin(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Whether `name` is an executable on the `PATH`, or in `/usr/sbin` or
+/// `/usr/bin` (server binaries live there, and a user's `PATH` may lack sbin).
 fn on_path(name: &str) -> bool {
-    let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default();
-    candidates
-        .iter()
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")].iter())
-        .any(|d| d.join(name).is_file())
+    which::which(name).is_ok() || which::which_in(name, Some("/usr/sbin:/usr/bin"), "/").is_ok()
 }
 
 fn mariadbd() -> &'static str {
@@ -508,5 +519,18 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.crash();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn programs_are_found_on_the_path_and_in_sbin() {
+        assert!(super::on_path("sh"));
+        assert!(!super::on_path("no-such-program-for-tenure"));
+        // sbin counts even when the PATH lacks it.
+        if std::path::Path::new("/usr/sbin/runuser").is_file() {
+            assert!(super::on_path("runuser"));
+        }
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::servers::free_port;
+use crate::servers::{free_port, scratch_dir};
 
 /// The tick of the private servers: session timeouts from 2 to 600 ticks
 /// (200 ms to 60 s), so the suite's short TTLs are honoured.
@@ -31,7 +31,7 @@ pub fn classpath() -> Option<String> {
         return Some(cp);
     }
     let jar = Path::new("/usr/share/java/zookeeper.jar");
-    if !jar.is_file() || which_java().is_none() {
+    if !jar.is_file() || which::which("java").is_err() {
         return None;
     }
     let mut cp = jar.display().to_string();
@@ -40,13 +40,6 @@ pub fn classpath() -> Option<String> {
         cp.push_str(&format!(":{}", nop.display()));
     }
     Some(cp)
-}
-
-fn which_java() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("java"))
-        .find(|p| p.is_file())
 }
 
 /// A private ZooKeeper server or ensemble on loopback.
@@ -67,13 +60,7 @@ impl ZkEnsemble {
                 "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
             )
         })?;
-        let base = Some(Path::new("/dev/shm"))
-            .filter(|p| p.is_dir())
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-zk")
-            .tempdir_in(base)?;
+        let dir = scratch_dir("tenure-zk")?;
         let mut client_ports = Vec::new();
         let mut quorum = Vec::new();
         for i in 0..n {

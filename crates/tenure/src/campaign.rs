@@ -20,9 +20,6 @@ use crate::store::{
     Tenure, Woken,
 };
 
-/// How soon a leader renews after a pushed change it could not read.
-const PUSHED_READ_RETRY: Duration = Duration::from_millis(100);
-
 /// Requests from the [`Elector`](crate::Elector) handle.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -536,7 +533,7 @@ impl Campaign {
                 Err(rec
                     .filter(|r| r.is_held())
                     .map(|r| self.wait_for(&r))
-                    .unwrap_or_else(|| jittered(self.timing().poll_period) / 4))
+                    .unwrap_or_else(|| jittered(self.timing().refused_free_retry)))
             }
             Some(Ok(Acquire::Acquired(rec))) => {
                 self.store_ok();
@@ -724,7 +721,7 @@ impl Campaign {
                     // hand-over request, and it is spent. Renew soon instead
                     // of at the next grid instant: a pending request makes
                     // that renewal fail, and the failure path acts on it.
-                    next_renew = next_renew.min(self.now() + PUSHED_READ_RETRY);
+                    next_renew = next_renew.min(self.now() + self.timing().pushed_read_retry);
                 }
                 if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
                     return next;

@@ -217,6 +217,15 @@ pub(crate) struct Timing {
     /// After resigning or handing over, how long this candidate stays out of
     /// the race and out of the member list, so another takes over.
     pub hold_off: Duration,
+    /// How soon a follower tries again when its acquisition was refused but
+    /// the answer shows no holder to wait for (the record could not be read,
+    /// or a hand-over window admits only its target): a quarter of the poll
+    /// period (jittered), so the winner is noticed without hammering.
+    pub refused_free_retry: Duration,
+    /// How soon a leader renews after a pushed change it could not read: the
+    /// push may have been a hand-over request, and that renewal's failure
+    /// acts on it.
+    pub pushed_read_retry: Duration,
     /// The wait before the second retry of a failed renewal: the first failure
     /// is often a pooled connection that died with a server restart, and the
     /// next one is likely fine.
@@ -269,6 +278,8 @@ impl Timing {
             succession_grace: poll_period + Duration::from_millis(100),
             push_succession_grace: Duration::from_millis(250),
             hold_off: (poll_period * 3).max(Duration::from_millis(250)),
+            refused_free_retry: poll_period / 4,
+            pushed_read_retry: Duration::from_millis(100),
             first_renew_retry: Duration::from_millis(5),
             heartbeat_period: ttl + ttl / 10,
             heartbeat_tick: ttl / 2,
@@ -605,6 +616,8 @@ mod tests {
             succession_grace: MS(180),
             push_succession_grace: MS(250),
             hold_off: MS(250),
+            refused_free_retry: MS(20),
+            pushed_read_retry: MS(100),
             first_renew_retry: MS(5),
             heartbeat_period: MS(11_000),
             heartbeat_tick: MS(5_000),

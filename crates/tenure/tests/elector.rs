@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure::clock::{Clock, ManualClock};
-use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore};
+use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore};
+use tenure::testing::Op;
 use tenure::{Elector, State};
 
 mod world;
@@ -321,11 +322,9 @@ async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
     assert_eq!(rec.term, 1);
 }
 
-/// The preemption check after a renewal reads the members; when that read is
-/// slow, a shutdown must not wait for it (before: up to ttl/4 of real time).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_preemption_check_does_not_delay_shutdown() {
-    let w = World::new();
+/// A leader (preempting after 1 s) whose preemption check, after its next
+/// renewal, hangs on the member list.
+async fn leader_with_a_hanging_preemption_check(w: &World) -> Elector {
     let e = w
         .builder("a")
         .preempt_after(Duration::from_secs(1))
@@ -337,25 +336,94 @@ async fn a_slow_preemption_check_does_not_delay_shutdown() {
         .unwrap();
     w.store.set_hang_members(true);
     // One renewal: the check after it hangs on the member list.
+    let members = w.store.calls(Op::Members);
     w.advance(TTL / 2, Duration::from_millis(500)).await;
+    eventually("the preemption check to start", || {
+        w.store.calls(Op::Members) > members
+    })
+    .await;
     assert!(e.is_leader());
+    e
+}
+
+/// The preemption check after a renewal reads the members; when that read is
+/// slow, a shutdown must not wait for it (before: up to ttl/4 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_preemption_check_does_not_delay_shutdown() {
+    let w = World::new();
+    let e = leader_with_a_hanging_preemption_check(&w).await;
+    returns_at_once(e.shutdown(), "shutdown", "the preemption check").await;
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(rec.holder, None, "released on shutdown");
+}
+
+/// Runs `op` (a shutdown or a resign) and checks that it returned at once,
+/// not after `what`, a store call that hangs.
+async fn returns_at_once(
+    op: impl std::future::Future<Output = tenure::Result<()>>,
+    name: &str,
+    what: &str,
+) {
     let start = Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), e.shutdown())
+    tokio::time::timeout(Duration::from_secs(10), op)
         .await
-        .expect("shutdown returns")
+        .unwrap_or_else(|_| panic!("{name} returns"))
         .unwrap();
     assert!(
         start.elapsed() < Duration::from_millis(500),
-        "shutdown waited {:?} for the preemption check",
+        "{name} waited {:?} for {what}",
         start.elapsed()
     );
-    let rec = w
-        .store
-        .read(&ElectionKey::new("default", "job"))
+}
+
+/// Resigns `e` and checks that it returned at once (not after a store call
+/// that hangs) and that the lease was handed over as a resignation.
+async fn resign_is_prompt(w: &World, e: &Elector, what: &str) {
+    returns_at_once(e.resign(), "resign", what).await;
+    assert!(!e.is_leader());
+    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.holder, None,
+        "handed over: a successor can take over at once"
+    );
+    assert_eq!(rec.handover, Some(Handover::Anyone), "as a resignation");
+}
+
+/// The preemption check after a renewal reads the members; when that read
+/// hangs, a resign must not wait for it (Defect 7 of issue 9: checks run
+/// inline delayed a resign by up to the check's timeout, ttl/4 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_preemption_check_does_not_delay_resign() {
+    let w = World::new();
+    let e = leader_with_a_hanging_preemption_check(&w).await;
+    resign_is_prompt(&w, &e, "the preemption check").await;
+}
+
+/// The leader reaps lapsed members every 6 TTLs; when the reap hangs, a
+/// resign right after it started must not wait for it (Defect 7 of issue 9:
+/// a reap run inline delayed a resign by up to ttl/2 of real time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reap_does_not_delay_resign() {
+    let w = World::new();
+    let e = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(rec.holder, None, "released on shutdown");
+    w.store.set_hang_members(true);
+    // Renew until the first reap (6 TTLs after the tenure began) has started.
+    let started = Instant::now();
+    while w.store.calls(Op::Reap) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no reap within {:?} of clock time",
+            w.clock.now()
+        );
+        w.advance(Duration::from_millis(500), Duration::from_millis(500))
+            .await;
+    }
+    assert!(e.is_leader(), "renewals went on while the reap hangs");
+    resign_is_prompt(&w, &e, "the reap").await;
 }
 
 /// Work that returns (here: fails) gives the lease up: the leader resigns and

@@ -20,17 +20,7 @@ fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_work_commits_only_under_the_lease_and_blocks_takeover() {
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = format!("sqlite://{}", dir.path().join("f.db").display());
-    let mut urls = vec![sqlite];
-    for url in [servers::mysql_url(), servers::postgres_url()] {
-        if servers::connect_or_skip(&url, &StoreOptions::default())
-            .await
-            .is_some()
-        {
-            urls.push(url);
-        }
-    }
-    for url in urls {
+    for url in servers::sql_urls(dir.path()).await {
         let a = SqlStore::connect(&url, &StoreOptions::default())
             .await
             .unwrap();
@@ -187,21 +177,6 @@ async fn abandoned_fenced_begin_does_not_poison_the_pool() {
     }
 }
 
-/// A fresh SQLite file in `dir`, and the MariaDB and
-/// PostgreSQL test servers where they run (required in CI).
-async fn sql_urls(dir: &std::path::Path) -> Vec<String> {
-    let mut urls = vec![format!("sqlite://{}", dir.join("w.db").display())];
-    for url in [servers::mysql_url(), servers::postgres_url()] {
-        if servers::connect_or_skip(&url, &StoreOptions::default())
-            .await
-            .is_some()
-        {
-            urls.push(url);
-        }
-    }
-    urls
-}
-
 /// The quick start's store (`store::connect`) does fenced writes through
 /// `Leadership::fenced`: a leader writes; a paused leader (its clock frozen,
 /// so it still believes it leads and never renews) is refused once a
@@ -214,7 +189,7 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
     use tenure::Elector;
 
     let dir = tempfile::tempdir().unwrap();
-    for url in sql_urls(dir.path()).await {
+    for url in servers::sql_urls(dir.path()).await {
         let store = tenure::store::connect(&url, &StoreOptions::default())
             .await
             .unwrap();

@@ -10,25 +10,10 @@ use tenure::testing::servers;
 
 const N: usize = 40;
 
-/// A fresh SQLite file in `dir`, and the MariaDB and PostgreSQL test servers
-/// where they run (required in CI).
-async fn sql_urls(dir: &std::path::Path) -> Vec<String> {
-    let mut urls = vec![format!("sqlite://{}", dir.join("t.db").display())];
-    for url in [servers::mysql_url(), servers::postgres_url()] {
-        if servers::connect_or_skip(&url, &StoreOptions::default())
-            .await
-            .is_some()
-        {
-            urls.push(url);
-        }
-    }
-    urls
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_unmatched_lease_costs_at_most_one_more_statement() {
     let dir = tempfile::tempdir().unwrap();
-    let urls = sql_urls(dir.path()).await;
+    let urls = servers::sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
         let store = std::sync::Arc::new(
@@ -89,7 +74,7 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_writes_the_end_of_the_term_before_returning() {
     let dir = tempfile::tempdir().unwrap();
-    let urls = sql_urls(dir.path()).await;
+    let urls = servers::sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
         let checker = tenure::store::connect(&url, &StoreOptions::default())
@@ -132,7 +117,7 @@ async fn shutdown_writes_the_end_of_the_term_before_returning() {
 async fn heartbeats_of_one_process_share_a_statement() {
     let dir = tempfile::tempdir().unwrap();
     let run = format!("{:x}", std::process::id());
-    for url in sql_urls(dir.path()).await {
+    for url in servers::sql_urls(dir.path()).await {
         let store = std::sync::Arc::new(
             SqlStore::connect(&url, &StoreOptions::default())
                 .await
@@ -185,7 +170,7 @@ async fn heartbeats_of_one_process_share_a_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_use_of_fresh_tables_succeeds() {
     let dir = tempfile::tempdir().unwrap();
-    for url in sql_urls(dir.path()).await {
+    for url in servers::sql_urls(dir.path()).await {
         for round in 0..4 {
             let prefix = format!("race{:08x}_", rand::random::<u32>());
             let options = StoreOptions::default().with_table_prefix(prefix.clone());

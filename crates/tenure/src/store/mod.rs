@@ -29,6 +29,10 @@ pub mod etcd;
 ))]
 mod gather;
 pub mod memory;
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+mod percent;
+#[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
+mod push_outage;
 mod reason;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

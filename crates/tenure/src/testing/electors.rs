@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{alone, shared, Conformance, Instrumented};
+use super::{alone, elector, shared, Conformance, Instrumented};
 use crate::store::DynStore;
 use crate::store::EndReason;
 use crate::{Elector, State};
@@ -15,16 +15,7 @@ impl Conformance {
         let _turn = alone().await;
         let key = self.key("same-identity");
         let ttl = self.timing().await.ttl(Duration::from_millis(600));
-        let build = |store: DynStore| {
-            Elector::builder(store)
-                .namespace(key.namespace.clone())
-                .election(key.election.clone())
-                .identity("twin")
-                .ttl(ttl)
-                .poll_period(Duration::from_millis(20))
-                .build()
-                .expect("elector")
-        };
+        let build = |store: DynStore| elector(store, &key, "twin", ttl, Duration::from_millis(20));
         let a = build(self.store().await);
         let b = build(self.store().await);
         assert_ne!(a.holder_id(), b.holder_id());
@@ -61,14 +52,13 @@ impl Conformance {
         let _turn = alone().await;
         let key = self.key("elector");
         let build = |store: DynStore, id: &str| {
-            Elector::builder(store)
-                .namespace(key.namespace.clone())
-                .election(key.election.clone())
-                .identity(id)
-                .ttl(Duration::from_secs(30))
-                .poll_period(Duration::from_millis(20))
-                .build()
-                .expect("elector")
+            elector(
+                store,
+                &key,
+                id,
+                Duration::from_secs(30),
+                Duration::from_millis(20),
+            )
         };
         let a = build(self.store().await, "a");
         let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())

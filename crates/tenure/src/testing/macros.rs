@@ -65,6 +65,7 @@ macro_rules! conformance_tests {
             heartbeat_and_read_registers_and_reads,
             handover_lets_only_the_target_acquire_within_the_window,
             handover_request_makes_renewal_fail,
+            oversized_handover_windows_are_refused_and_nothing_is_written,
             history_records_every_term_with_reasons,
             failover_without_a_herd,
             observers_see_every_change_and_never_write,

@@ -53,6 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::store::{Acquire, Claim, DynStore, ElectionKey, LeaseRecord, Tenure};
+use crate::Elector;
 
 type Factory = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = DynStore> + Send>> + Send + Sync>;
 
@@ -88,6 +89,18 @@ fn tenure(rec: &LeaseRecord) -> Tenure {
         holder: rec.holder.clone().unwrap_or_default(),
         term: rec.term,
     }
+}
+
+/// A candidate for `key` named `id`, with the given TTL and poll period.
+fn elector(store: DynStore, key: &ElectionKey, id: &str, ttl: Duration, poll: Duration) -> Elector {
+    Elector::builder(store)
+        .namespace(key.namespace.clone())
+        .election(key.election.clone())
+        .identity(id)
+        .ttl(ttl)
+        .poll_period(poll)
+        .build()
+        .expect("elector")
 }
 
 async fn must_acquire(store: &DynStore, c: &Claim) -> LeaseRecord {

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{alone, claim, must_acquire, shared, tenure, Conformance};
+use super::{alone, claim, elector, must_acquire, shared, tenure, Conformance};
 use crate::store::DynStore;
-use crate::{Elector, State};
+use crate::State;
 
 impl Conformance {
     /// Stores with push wake followers on a release: with a 10 s poll period, a
@@ -18,14 +18,13 @@ impl Conformance {
         }
         let key = self.key("push");
         let build = |store: DynStore, id: &str| {
-            Elector::builder(store)
-                .namespace(key.namespace.clone())
-                .election(key.election.clone())
-                .identity(id)
-                .ttl(Duration::from_secs(30))
-                .poll_period(Duration::from_secs(10))
-                .build()
-                .expect("elector")
+            elector(
+                store,
+                &key,
+                id,
+                Duration::from_secs(30),
+                Duration::from_secs(10),
+            )
         };
         let a = build(self.store().await, "a");
         tokio::time::timeout(Duration::from_secs(5), a.acquired())

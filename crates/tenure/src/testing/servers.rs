@@ -46,3 +46,19 @@ pub async fn connect_or_skip(url: &str, options: &StoreOptions) -> Option<DynSto
         }
     }
 }
+
+/// The SQL stores to run a test on: a fresh SQLite file `sql.db` in `dir`,
+/// then the MariaDB and PostgreSQL test servers where they run (a missing
+/// one is skipped, or fails the run when servers are [`required`]).
+pub async fn sql_urls(dir: &std::path::Path) -> Vec<String> {
+    let mut urls = vec![format!("sqlite://{}", dir.join("sql.db").display())];
+    for url in [mysql_url(), postgres_url()] {
+        if connect_or_skip(&url, &StoreOptions::default())
+            .await
+            .is_some()
+        {
+            urls.push(url);
+        }
+    }
+    urls
+}

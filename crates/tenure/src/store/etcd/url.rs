@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::store::client_tls::ClientTlsFiles;
+use crate::store::percent;
 
 const EXPECTED: &str = "expected etcd://host:port[,host:port...] (etcd://user:password@host:port with authentication, etcds://...?cacert=ca.pem for TLS)";
 
@@ -13,12 +14,6 @@ pub(super) struct EtcdUrl {
     pub(super) user: Option<(String, String)>,
     /// `Some` for `etcds://` (possibly with no files: the system's roots).
     pub(super) tls: Option<ClientTlsFiles>,
-}
-
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
@@ -44,14 +39,14 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
         None => None,
         Some(u) => {
             let (name, pass) = u.split_once(':').unwrap_or((u, ""));
-            Some((percent_decode(name), percent_decode(pass)))
+            Some((percent::decode(name), percent::decode(pass)))
         }
     };
     // Named like etcdctl's `--cacert`, `--cert`, `--key` (and redis-cli's).
     let mut files = ClientTlsFiles::default();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if let Some((k, _)) = files.take(&percent_decode(k), percent_decode(v)) {
+        if let Some((k, _)) = files.take(&percent::decode(k), percent::decode(v)) {
             return Err(bad(format!(
                 "unknown parameter {k:?}; etcd URLs take cacert=, cert= and key= (with etcds://)"
             )));

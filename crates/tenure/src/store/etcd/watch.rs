@@ -6,6 +6,7 @@ use etcd_client::{Client, WatchOptions};
 use tokio::sync::broadcast;
 
 use super::keys::{is_state_key, parse_election_key};
+use crate::store::push_outage::PushOutage;
 use crate::store::ElectionKey;
 
 /// Watches the prefix and turns changes of lease, state and hand-over keys
@@ -17,6 +18,8 @@ pub(super) async fn watch_loop(
     tx: broadcast::Sender<Option<ElectionKey>>,
     described: String,
 ) {
+    const WHAT: &str = "etcd watch";
+    let mut outage = PushOutage::default();
     let mut backoff = Duration::from_millis(100);
     let mut first = true;
     loop {
@@ -32,12 +35,14 @@ pub(super) async fn watch_loop(
                 if !first {
                     let _ = tx.send(None);
                 }
+                outage.restored(WHAT, &described);
                 backoff = Duration::from_millis(100);
                 loop {
                     match stream.message().await {
                         Ok(Some(resp)) => {
                             if resp.canceled() {
-                                tracing::debug!(store = %described, "watch cancelled: {}", resp.cancel_reason());
+                                let why = format!("cancelled: {}", resp.cancel_reason());
+                                outage.lost(WHAT, &described, &why);
                                 break;
                             }
                             for ev in resp.events() {
@@ -56,15 +61,18 @@ pub(super) async fn watch_loop(
                                 }
                             }
                         }
-                        Ok(None) => break,
+                        Ok(None) => {
+                            outage.lost(WHAT, &described, &"stream ended");
+                            break;
+                        }
                         Err(e) => {
-                            tracing::debug!(store = %described, "watch failed: {e}");
+                            outage.lost(WHAT, &described, &e);
                             break;
                         }
                     }
                 }
             }
-            Err(e) => tracing::debug!(store = %described, "watch could not start: {e}"),
+            Err(e) => outage.lost(WHAT, &described, &e),
         }
         first = false;
         tokio::time::sleep(backoff).await;

@@ -121,6 +121,7 @@ impl RedisStore {
             push: std::sync::Arc::new(push::PushHub::new(
                 client,
                 format!("{}changes", options.table_prefix),
+                described.clone(),
             )),
             described,
             history_retention: options.history_retention.max(1),

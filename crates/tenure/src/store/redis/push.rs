@@ -9,6 +9,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
+use crate::store::push_outage::PushOutage;
 use crate::store::wakeups::{Sender, Wakeups};
 use crate::store::Changes;
 use futures_util::StreamExt;
@@ -16,26 +17,35 @@ use futures_util::StreamExt;
 pub(super) struct PushHub {
     client: redis::Client,
     channel: String,
+    /// The store's URL without its password, for the outage log lines.
+    described: String,
     wakeups: Wakeups,
 }
 
 impl PushHub {
-    pub(super) fn new(client: redis::Client, channel: String) -> Self {
+    pub(super) fn new(client: redis::Client, channel: String, described: String) -> Self {
         Self {
             client,
             channel,
+            described,
             wakeups: Wakeups::new(),
         }
     }
 
     pub(super) fn subscribe(&self) -> Option<Changes> {
         let (client, channel) = (self.client.clone(), self.channel.clone());
-        self.wakeups.subscribe(|tx| listen(client, channel, tx))
+        let described = self.described.clone();
+        self.wakeups
+            .subscribe(|tx| listen(client, channel, described, tx))
     }
 }
 
 /// Runs until the store (and with it the sender) is dropped.
-async fn listen(client: redis::Client, channel: String, tx: Weak<Sender>) {
+async fn listen(client: redis::Client, channel: String, store: String, tx: Weak<Sender>) {
+    const WHAT: &str = "Redis pub/sub";
+    // Redis errors can quote the password: only their kind goes in the log.
+    let kind = |e: &redis::RedisError| format!("{:?}", e.kind());
+    let mut outage = PushOutage::default();
     let mut delay = Duration::from_millis(100);
     loop {
         if tx.strong_count() == 0 {
@@ -44,14 +54,14 @@ async fn listen(client: redis::Client, channel: String, tx: Weak<Sender>) {
         let mut pubsub = match client.get_async_pubsub().await {
             Ok(p) => p,
             Err(e) => {
-                tracing::debug!("pub/sub connection failed: {e}; retrying in {delay:?}");
+                outage.lost(WHAT, &store, &kind(&e));
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
         if let Err(e) = pubsub.subscribe(&channel).await {
-            tracing::debug!("SUBSCRIBE failed: {e}");
+            outage.lost(WHAT, &store, &kind(&e));
             tokio::time::sleep(delay).await;
             continue;
         }
@@ -62,6 +72,7 @@ async fn listen(client: redis::Client, channel: String, tx: Weak<Sender>) {
             }
             None => return,
         }
+        outage.restored(WHAT, &store);
         let mut messages = pubsub.into_on_message();
         loop {
             // Wake up now and then to notice that the store was dropped.
@@ -74,7 +85,7 @@ async fn listen(client: redis::Client, channel: String, tx: Weak<Sender>) {
                     let _ = t.send(super::RedisStore::parse_member(&payload));
                 }
                 Ok(None) => {
-                    tracing::debug!("pub/sub connection closed; reconnecting");
+                    outage.lost(WHAT, &store, &"connection closed");
                     let _ = t.send(None);
                     break;
                 }

@@ -88,7 +88,7 @@ impl Dialect {
 
     fn finish(self, sql: String) -> String {
         use crate::bugs::{active, Bug};
-        // The whole-seconds bug's one hook: every statement reads the clock
+        // The whole-seconds bug's one SQL hook: every statement reads the clock
         // through this spelling of `{now}`.
         let now = if active(Bug::WholeSeconds) {
             match self {

@@ -8,6 +8,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
+use crate::store::push_outage::PushOutage;
 use crate::store::wakeups::{Sender, Wakeups};
 use crate::store::{Changes, ElectionKey};
 use sqlx::postgres::PgListener;
@@ -57,6 +58,9 @@ fn parse(payload: &str) -> Option<ElectionKey> {
 
 /// Runs until the store (and with it the sender) is dropped.
 async fn listen(url: String, channel: String, tx: Weak<Sender>) {
+    const WHAT: &str = "PostgreSQL LISTEN";
+    let store = crate::store::redact_url(&url);
+    let mut outage = PushOutage::default();
     let mut delay = Duration::from_millis(100);
     loop {
         if tx.strong_count() == 0 {
@@ -65,14 +69,14 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>) {
         let mut listener = match PgListener::connect(&url).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::debug!("LISTEN connection failed: {e}; retrying in {delay:?}");
+                outage.lost(WHAT, &store, &e);
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
         if let Err(e) = listener.listen(&channel).await {
-            tracing::debug!("LISTEN failed: {e}");
+            outage.lost(WHAT, &store, &e);
             tokio::time::sleep(delay).await;
             continue;
         }
@@ -84,6 +88,7 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>) {
             }
             None => return,
         }
+        outage.restored(WHAT, &store);
         loop {
             // Wake up now and then to notice that the store was dropped.
             let next = tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await;
@@ -94,11 +99,14 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>) {
                     let _ = t.send(parse(n.payload()));
                 }
                 Ok(Ok(None)) => {
-                    // Connection lost; try_recv reconnects on the next call.
+                    // Connection lost: connect again above (which says when
+                    // it is back), waking everyone first.
+                    outage.lost(WHAT, &store, &"connection closed");
                     let _ = t.send(None);
+                    break;
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!("LISTEN connection error: {e}");
+                    outage.lost(WHAT, &store, &e);
                     let _ = t.send(None);
                     break;
                 }

@@ -70,7 +70,7 @@ impl Statements {
                 ),
                 returning,
             ),
-            // The renew-unchecked bug's one hook: a renewal without the
+            // The renew-unchecked bug's one SQL hook: a renewal without the
             // holder/term/expiry check.
             renew_unchecked: crate::bugs::active(crate::bugs::Bug::RenewUnchecked).then(|| {
                 dialect.update(
@@ -145,7 +145,7 @@ impl Statements {
 
 /// The text of `sql` as sent to the server. Every statement that can read the
 /// store's clock passes through here (the schema's, the probes' and
-/// `pg_notify` read none), which makes this the one hook of the `wall-clock`
+/// `pg_notify` read none), which makes this the one SQL hook of the `wall-clock`
 /// bug: the server's clock replaced by this host's. Unless that bug is active
 /// it returns `sql` itself.
 pub(super) fn sent(dialect: Dialect, sql: &str) -> Cow<'_, str> {

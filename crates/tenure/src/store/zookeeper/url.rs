@@ -1,7 +1,7 @@
 //! `zk://[user:password@]host:port[,host:port...][/chroot]`.
 
 use crate::error::{Error, Result};
-use crate::store::redact_url;
+use crate::store::{percent, redact_url};
 
 /// A parsed ZooKeeper URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,9 +33,11 @@ pub(super) fn parse(url: &str) -> Result<ZkUrl> {
     let digest = match userinfo {
         None => None,
         Some(u) => match u.split_once(':') {
-            Some((user, pass)) if !user.is_empty() => {
-                Some(format!("{}:{}", percent_decode(user), percent_decode(pass)))
-            }
+            Some((user, pass)) if !user.is_empty() => Some(format!(
+                "{}:{}",
+                percent::decode(user),
+                percent::decode(pass)
+            )),
             _ => return Err(bad("credentials must be user:password".into())),
         },
     };
@@ -72,12 +74,6 @@ pub(super) fn parse(url: &str) -> Result<ZkUrl> {
         },
         digest,
     })
-}
-
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 #[cfg(test)]
