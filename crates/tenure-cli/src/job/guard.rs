@@ -81,7 +81,7 @@ struct Guard {
     signals: SignalFd,
     deadline: Option<Duration>,
     cgroup: Option<Cgroup>,
-    /// How many cgroups it made (each job gets a fresh one: see `finish`).
+    /// How many cgroups it made (see `fresh_cgroup`).
     cgroups_made: u64,
     /// Cgroups of earlier jobs that could not be removed yet (a process
     /// stuck in uninterruptible sleep): retried after each job and at exit.
@@ -136,7 +136,8 @@ impl Guard {
             timer,
             signals,
             deadline: None,
-            // Made once, reused by every job of this `tenure run`.
+            // Made before the first job; each later job gets a fresh one
+            // when jobs are born in it by clone3 (see `fresh_cgroup`).
             cgroup: Cgroup::create(0),
             cgroups_made: 1,
             stale_cgroups: Vec::new(),
@@ -421,9 +422,9 @@ impl Guard {
         if let Some(job) = self.job {
             let _ = killpg(job, Signal::SIGKILL);
         }
-        // No job, nothing in its cgroup (the last one's leftovers were killed
-        // when it ended): a kill would only spoil the cgroup for the next job.
-        if let (Some(c), Some(_)) = (&self.cgroup, self.job) {
+        // With clone3 and no job, nothing is in the cgroup (it is the next
+        // job's, fresh): a kill would only spoil it (see `Cgroup::was_killed`).
+        if let (Some(c), true) = (&self.cgroup, self.job.is_some() || !self.clone3) {
             c.kill();
         }
         reap::kill_children();
