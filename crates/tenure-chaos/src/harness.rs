@@ -365,6 +365,13 @@ impl Run {
         }
         let hours = if self.sqlite {
             0
+        } else if self.args.bug.as_deref() == Some("wall-clock") {
+            // Spread by index, not drawn: the bug shows only when a
+            // follower's clock is ahead of the leader's. With drawn offsets
+            // the first leader sometimes had the clock furthest ahead, and
+            // clock faults drew only later ones, so the check passed a broken
+            // build (CI, seed 17115). c0 usually leads first; c1-c4 are ahead.
+            idx as i32 - 2
         } else {
             self.rng.gen_range(-3i32..=3)
         };
