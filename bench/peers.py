@@ -343,18 +343,18 @@ def systems(servers, tenure, venv_py, missing):
     elif servers.etcd:
         missing.append("etcdctl (apt-get install etcd-client)")
     if servers.zk and venv_py:
-        script = os.path.join(servers.tmp, "kazoo_candidate.py")
-        with open(script, "w") as f:
+        kazoo = os.path.join(servers.tmp, "kazoo_candidate.py")
+        with open(kazoo, "w") as f:
             f.write(KAZOO_CANDIDATE)
         out.append(System("kazoo-election", lambda i, ttl, el, job: [
-            venv_py, script, f"127.0.0.1:{servers.zk}", f"/peers/{el}", f"c{i}", str(ttl), job],
+            venv_py, kazoo, f"127.0.0.1:{servers.zk}", f"/peers/{el}", f"c{i}", str(ttl), job],
             counter="zk"))
     if servers.redis and venv_py:
-        script = os.path.join(servers.tmp, "redis_lock_candidate.py")
-        with open(script, "w") as f:
+        redis_lock = os.path.join(servers.tmp, "redis_lock_candidate.py")
+        with open(redis_lock, "w") as f:
             f.write(REDIS_LOCK_CANDIDATE)
         out.append(System("python-redis-lock", lambda i, ttl, el, job: [
-            venv_py, script, f"redis://127.0.0.1:{servers.redis}/0", el, f"c{i}", str(ttl), job],
+            venv_py, redis_lock, f"redis://127.0.0.1:{servers.redis}/0", el, f"c{i}", str(ttl), job],
             counter="redis"))
     return out
 
@@ -402,7 +402,7 @@ class Group:
         self.procs[i] = subprocess.Popen(
             self.sys.argv(i, self.ttl, self.election, self.job(i)),
             start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=open(f"{self.log}.c{i}.err", "ab"),
             env=dict(os.environ, ETCDCTL_API="3", TENURE_LOG="warn"))
 
     def kill_group(self, i):
