@@ -3,25 +3,9 @@
 
 use std::sync::Arc;
 
+mod http_get;
+use http_get::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("send");
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).await.expect("read");
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[tokio::test]
 async fn router_merges_into_an_application() {

@@ -12,7 +12,8 @@ use metrics::{
     SharedString, Unit,
 };
 use tenure::store::LeaseStore;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+mod http_get;
+use http_get::get;
 
 type Values = Arc<Mutex<BTreeMap<String, f64>>>;
 
@@ -149,24 +150,6 @@ async fn a_leading_elector_records_its_gauges() {
         Some(0.0)
     );
     assert_eq!(value(&format!("tenure_is_leader{labels}")), Some(0.0));
-}
-
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("send");
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).await.expect("read");
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// Three candidates: `GET /metrics` reads the member list first, so
