@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, tenure, Proxy};
+use common::{spawn_tenure, tenure, DropTables, Proxy};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
@@ -643,39 +643,5 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
             );
         }
         std::panic::resume_unwind(e.into_panic());
-    }
-}
-
-/// Drops this run's tables from the shared database when the test ends,
-/// passing or not (best effort; its own runtime, as Drop cannot await).
-struct DropTables {
-    url: String,
-    prefix: String,
-}
-
-impl Drop for DropTables {
-    fn drop(&mut self) {
-        let (url, prefix) = (self.url.clone(), self.prefix.clone());
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                use sqlx::Connection;
-                // sqlx's Any drivers are installed: `connect_or_skip` connected first.
-                if let Ok(mut c) = sqlx::AnyConnection::connect(&url).await {
-                    for t in ["leases", "members", "history", "schema"] {
-                        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
-                            .execute(&mut c)
-                            .await;
-                    }
-                    let _ = c.close().await;
-                }
-            });
-        })
-        .join();
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{tenure, text, wait_until, Proxy, BIN};
+use common::{tenure, text, wait_until, DropTables, Proxy, BIN};
 use serde_json::Value;
 use tenure::testing::servers;
 
@@ -714,7 +714,22 @@ async fn serve_health_when_the_store_is_cut() {
         .expect("password");
     let via = via.to_string();
     let election = format!("serve-health-{}", std::process::id());
+    // Tables of this run only: `/v1/elections` reads every election of its
+    // store, and the shared database holds hundreds from other tests (their
+    // member reads through the proxy outlasted the read timeout: 503).
+    let prefix = format!("svh{}_", std::process::id());
+    let _tables = DropTables {
+        url: url.clone(),
+        prefix: prefix.clone(),
+    };
     let dir = tempfile::tempdir().expect("tempdir");
+    // The tables first, once: two processes creating them at the same time
+    // raced on PostgreSQL.
+    let o = tenure(
+        dir.path(),
+        &["migrate", "--store", &url, "--table-prefix", &prefix],
+    );
+    assert!(o.status.success(), "{}", text(&o));
     let ttl = Duration::from_secs(3);
     let leader = serve(
         dir.path(),
@@ -725,6 +740,8 @@ async fn serve_health_when_the_store_is_cut() {
             &election,
             "--ttl",
             "3s",
+            "--table-prefix",
+            &prefix,
             "--id",
             "cut",
         ],
@@ -744,6 +761,8 @@ async fn serve_health_when_the_store_is_cut() {
             &election,
             "--ttl",
             "3s",
+            "--table-prefix",
+            &prefix,
             "--id",
             "direct",
         ],

@@ -83,3 +83,37 @@ pub fn alive(pid: i32) -> bool {
 
 #[allow(unused_imports)] // not every test binary cuts a network
 pub use tenure_testsupport::proxy::Proxy;
+
+/// Drops this run's tables from the shared database when the test ends,
+/// passing or not (best effort; its own runtime, as Drop cannot await).
+pub struct DropTables {
+    pub url: String,
+    pub prefix: String,
+}
+
+impl Drop for DropTables {
+    fn drop(&mut self) {
+        let (url, prefix) = (self.url.clone(), self.prefix.clone());
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                use sqlx::Connection;
+                // sqlx's Any drivers are installed: `connect_or_skip` connected first.
+                if let Ok(mut c) = sqlx::AnyConnection::connect(&url).await {
+                    for t in ["leases", "members", "history", "schema"] {
+                        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
+                            .execute(&mut c)
+                            .await;
+                    }
+                    let _ = c.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
