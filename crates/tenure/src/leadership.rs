@@ -97,21 +97,28 @@ impl Shared {
 
     /// Records a (re)newed tenure. The atomics come first so `is_leader()` is
     /// never true for a term the watchers have not been told about yet... and
-    /// never true after `end` cleared them.
+    /// never true after `end` cleared them. The metrics come before the
+    /// watchers too: whoever wakes on the new state reads gauges that say so.
     pub(crate) fn lead(&self, term: u64, deadline: Duration) {
         self.term.store(term, Ordering::Release);
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
         self.current.send_replace(Some(Current { term, deadline }));
-        let started = self
-            .state
-            .send_if_modified(|s| replace_if_changed(s, State::Leading { term }));
-        if started {
-            self.events.leader_seen(&self.holder, term);
+        let leading = State::Leading { term };
+        // Only the campaign task changes the state, so it cannot change
+        // between this look and the send below.
+        let starts = *self.state.borrow() != leading;
+        if starts {
             crate::telemetry::new_leader(&self.key, term);
-            self.events.emit(Event::StartedLeading { term });
         }
         crate::telemetry::leading(&self.key, true, deadline.saturating_sub(self.clock.now()));
+        if self
+            .state
+            .send_if_modified(|s| replace_if_changed(s, leading))
+        {
+            self.events.leader_seen(&self.holder, term);
+            self.events.emit(Event::StartedLeading { term });
+        }
     }
 
     /// Ends the tenure locally because the store no longer has it (or for an
@@ -125,6 +132,9 @@ impl Shared {
     pub(crate) fn end_as(&self, reason: StopReason) {
         self.deadline_ns.store(0, Ordering::Release);
         self.current.send_replace(None);
+        if matches!(*self.state.borrow(), State::Leading { .. }) {
+            crate::telemetry::leading(&self.key, false, Duration::ZERO);
+        }
         let mut ended = None;
         self.state.send_if_modified(|s| match s {
             State::Leading { term } => {
@@ -135,7 +145,6 @@ impl Shared {
             _ => false,
         });
         if let Some(term) = ended {
-            crate::telemetry::leading(&self.key, false, Duration::ZERO);
             self.events.emit(Event::StoppedLeading { term, reason });
         }
     }
@@ -171,12 +180,15 @@ impl Shared {
             State::Following { leader, term } => Some((leader.clone(), *term)),
             _ => None,
         };
+        let changes = *self.state.borrow() != state;
+        if let (true, Some((_, term))) = (changes, &seen) {
+            crate::telemetry::leading(&self.key, false, Duration::ZERO);
+            crate::telemetry::new_leader(&self.key, *term);
+        }
         let changed = self
             .state
             .send_if_modified(|s| replace_if_changed(s, state));
         if let (true, Some((leader, term))) = (changed, seen) {
-            crate::telemetry::leading(&self.key, false, Duration::ZERO);
-            crate::telemetry::new_leader(&self.key, term);
             self.events.leader_seen(&leader, term);
         }
     }
@@ -384,5 +396,100 @@ impl Leadership {
                 changed = rx.changed() => if changed.is_err() { return },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder};
+    use metrics::{SharedString, Unit};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::events::Hooks;
+
+    /// Notes, each time a gauge is set, whether a watcher of the state
+    /// could already see this candidate leading.
+    struct SeesState {
+        state: watch::Receiver<State>,
+        seen: Arc<Mutex<Vec<(String, bool)>>>,
+        name: String,
+    }
+
+    impl GaugeFn for SeesState {
+        fn increment(&self, _: f64) {}
+        fn decrement(&self, _: f64) {}
+        fn set(&self, _: f64) {
+            let leading = matches!(*self.state.borrow(), State::Leading { .. });
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.push((self.name.clone(), leading));
+        }
+    }
+
+    struct Spy {
+        state: watch::Receiver<State>,
+        seen: Arc<Mutex<Vec<(String, bool)>>>,
+    }
+
+    impl Recorder for Spy {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(Arc::new(SeesState {
+                state: self.state.clone(),
+                seen: Arc::clone(&self.seen),
+                name: key.name().to_owned(),
+            }))
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    fn shared() -> Shared {
+        let key = ElectionKey {
+            namespace: "default".into(),
+            election: "e".into(),
+        };
+        Shared::new(
+            Arc::new(ManualClock::new()),
+            key,
+            "a#1".into(),
+            Events::new(Hooks(Vec::new())),
+        )
+    }
+
+    /// Whoever wakes on `acquired()` or `leadership()` and reads the
+    /// metrics sees them already set: a leader's gauges are recorded
+    /// before the state is published, and a follower's after the leader
+    /// stepped down (so "leading" is never seen without its gauges).
+    #[test]
+    fn gauges_are_set_before_watchers_see_the_new_state() {
+        let shared = shared();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let spy = Spy {
+            state: shared.state.subscribe(),
+            seen: Arc::clone(&seen),
+        };
+        metrics::with_local_recorder(&spy, || {
+            shared.lead(1, Duration::from_secs(5));
+        });
+        let started = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
+        assert!(
+            !started.is_empty() && started.iter().all(|(_, leading)| !leading),
+            "gauges set after the state said leading: {started:?}"
+        );
+        metrics::with_local_recorder(&spy, || shared.end());
+        let ended = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(
+            !ended.is_empty() && ended.iter().all(|(_, leading)| *leading),
+            "gauges set after the state said no longer leading: {ended:?}"
+        );
     }
 }
