@@ -97,13 +97,13 @@ impl Shared {
 
     /// Records a (re)newed tenure. The atomics come first so `is_leader()` is
     /// never true for a term the watchers have not been told about yet... and
-    /// never true after `end` cleared them. The metrics come before the
-    /// watchers too: whoever wakes on the new state reads gauges that say so.
+    /// never true after `end` cleared them. The metrics come before both
+    /// watch channels: whoever wakes on `acquired()` or on the new state
+    /// reads gauges that already say so.
     pub(crate) fn lead(&self, term: u64, deadline: Duration) {
         self.term.store(term, Ordering::Release);
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
-        self.current.send_replace(Some(Current { term, deadline }));
         let leading = State::Leading { term };
         // Only the campaign task changes the state, so it cannot change
         // between this look and the send below.
@@ -112,6 +112,7 @@ impl Shared {
             crate::telemetry::new_leader(&self.key, term);
         }
         crate::telemetry::leading(&self.key, true, deadline.saturating_sub(self.clock.now()));
+        self.current.send_replace(Some(Current { term, deadline }));
         if self
             .state
             .send_if_modified(|s| replace_if_changed(s, leading))
@@ -131,10 +132,10 @@ impl Shared {
     /// the event saying why.
     pub(crate) fn end_as(&self, reason: StopReason) {
         self.deadline_ns.store(0, Ordering::Release);
-        self.current.send_replace(None);
         if matches!(*self.state.borrow(), State::Leading { .. }) {
             crate::telemetry::leading(&self.key, false, Duration::ZERO);
         }
+        self.current.send_replace(None);
         let mut ended = None;
         self.state.send_if_modified(|s| match s {
             State::Leading { term } => {
@@ -410,10 +411,12 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::events::Hooks;
 
-    /// Notes, each time a gauge is set, whether a watcher of the state
-    /// could already see this candidate leading.
+    /// Notes, each time a gauge is set, whether a watcher of the state or
+    /// of the current tenure (`acquired()`) could already see this
+    /// candidate leading.
     struct SeesState {
         state: watch::Receiver<State>,
+        current: watch::Receiver<Option<Current>>,
         seen: Arc<Mutex<Vec<(String, bool)>>>,
         name: String,
     }
@@ -422,7 +425,8 @@ mod tests {
         fn increment(&self, _: f64) {}
         fn decrement(&self, _: f64) {}
         fn set(&self, _: f64) {
-            let leading = matches!(*self.state.borrow(), State::Leading { .. });
+            let leading = matches!(*self.state.borrow(), State::Leading { .. })
+                || self.current.borrow().is_some();
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.push((self.name.clone(), leading));
         }
@@ -430,6 +434,7 @@ mod tests {
 
     struct Spy {
         state: watch::Receiver<State>,
+        current: watch::Receiver<Option<Current>>,
         seen: Arc<Mutex<Vec<(String, bool)>>>,
     }
 
@@ -443,6 +448,7 @@ mod tests {
         fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
             Gauge::from_arc(Arc::new(SeesState {
                 state: self.state.clone(),
+                current: self.current.clone(),
                 seen: Arc::clone(&self.seen),
                 name: key.name().to_owned(),
             }))
@@ -475,6 +481,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let spy = Spy {
             state: shared.state.subscribe(),
+            current: shared.current.subscribe(),
             seen: Arc::clone(&seen),
         };
         metrics::with_local_recorder(&spy, || {
