@@ -550,3 +550,69 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
     };
     resign_reaches_the_leader_at_once("zookeeper", zk.url()).await;
 }
+
+/// Push that never comes back: the follower's Redis user may not SUBSCRIBE
+/// (an ACL, or a proxy without pub/sub), so its channel stays down. The
+/// store says so (`push_health`), and the follower reads every tenth of a
+/// TTL instead of waiting for pushes: a release at ttl 30 s is noticed
+/// within ~3 s, not at the lease's expiry.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_follower_polls_while_its_push_stays_down() {
+    use tenure::store::PushHealth;
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::Redis.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    let url = server.url();
+    let client = redis::Client::open(url.as_str()).expect("client");
+    let mut admin = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nosub")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-subscribe")
+        .arg("-psubscribe")
+        .arg("-ssubscribe")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let follower_url = url.replacen("redis://", "redis://nosub:secret@", 1);
+    let probe = tenure::store::connect(&follower_url, &StoreOptions::default())
+        .await
+        .expect("the subscriber-less user connects");
+    let _changes = probe.subscribe().expect("redis offers push");
+    let start = Instant::now();
+    let health = loop {
+        let h = probe.push_health();
+        if h.is_down() || start.elapsed() > Duration::from_secs(5) {
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    match &health {
+        PushHealth::Down { reason, .. } => assert!(
+            !reason.contains("secret"),
+            "the reason quotes the password: {reason}"
+        ),
+        other => panic!("push_health() should say down, not {other:?}"),
+    }
+    takeover_after_push_loss(
+        "redis (no SUBSCRIBE)",
+        &url,
+        &follower_url,
+        StoreOptions::default(),
+        || async {},
+    )
+    .await;
+}

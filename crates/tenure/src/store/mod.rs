@@ -31,6 +31,7 @@ mod gather;
 pub mod memory;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod percent;
+mod push_health;
 #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
 mod push_outage;
 mod reason;
@@ -57,6 +58,7 @@ mod wakeups;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 
+pub use push_health::PushHealth;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
@@ -429,6 +431,21 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         None
     }
 
+    /// How this process's push channel to the store stands: followers read
+    /// at a slow period instead of waiting for pushes while it is
+    /// [`PushHealth::Down`], and `tenure status` shows it. The default is
+    /// [`PushHealth::NotOffered`] for a store without
+    /// [`Capabilities::push`] and [`PushHealth::Unreported`] otherwise.
+    fn push_health(&self) -> PushHealth {
+        if self.capabilities().push {
+            PushHealth::Unreported {
+                channel: "push".to_owned(),
+            }
+        } else {
+            PushHealth::NotOffered
+        }
+    }
+
     /// The concrete store behind a [`DynStore`], for its own API (fenced
     /// writes, statistics); see `<dyn LeaseStore>::downcast_ref`.
     /// Stores of this crate return themselves; the default is `None`.
@@ -522,6 +539,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn subscribe(&self) -> Option<Changes> {
         (**self).subscribe()
+    }
+    fn push_health(&self) -> PushHealth {
+        (**self).push_health()
     }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()

@@ -275,4 +275,7 @@ impl LeaseStore for Instrumented {
     fn subscribe(&self) -> Option<Changes> {
         self.inner.subscribe()
     }
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.inner.push_health()
+    }
 }

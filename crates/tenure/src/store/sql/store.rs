@@ -152,6 +152,21 @@ impl LeaseStore for SqlStore {
         None
     }
 
+    fn push_health(&self) -> crate::store::PushHealth {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            return hub.health();
+        }
+        let channel = match self.dialect {
+            super::dialect::Dialect::MySql => "MySQL named locks",
+            super::dialect::Dialect::Sqlite => "SQLite file watch",
+            super::dialect::Dialect::Postgres => "PostgreSQL LISTEN",
+        };
+        crate::store::PushHealth::Unreported {
+            channel: channel.to_owned(),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
