@@ -332,13 +332,10 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_follower_recovers_when_its_subscription_dies() {
-    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::Redis.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::Redis, ServerOptions::default()) else {
         return;
-    }
-    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    };
     let url = server.url();
     takeover_after_push_loss("redis", &url, &url, StoreOptions::default(), || async {
         let client = redis::Client::open(url.as_str()).expect("client");
@@ -364,13 +361,10 @@ async fn redis_follower_recovers_when_its_subscription_dies() {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
-    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::MariaDb.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
         return;
-    }
-    let server = Server::start_with(Kind::MariaDb, ServerOptions::default()).expect("mariadbd");
+    };
     let url = server.url();
     takeover_after_push_loss("mariadb", &url, &url, StoreOptions::default(), || async {
         let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
@@ -560,33 +554,24 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_follower_polls_while_its_push_stays_down() {
     use tenure::store::PushHealth;
-    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::Redis.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    // A user who may do everything but subscribe.
+    let options = ServerOptions::default().with_args(&[
+        "--user",
+        "nosub",
+        "on",
+        ">secret",
+        "~*",
+        "&*",
+        "+@all",
+        "-subscribe",
+        "-psubscribe",
+        "-ssubscribe",
+    ]);
+    let Some(server) = private_server(Kind::Redis, options) else {
         return;
-    }
-    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    };
     let url = server.url();
-    let client = redis::Client::open(url.as_str()).expect("client");
-    let mut admin = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("admin");
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("nosub")
-        .arg("on")
-        .arg(">secret")
-        .arg("~*")
-        .arg("&*")
-        .arg("+@all")
-        .arg("-subscribe")
-        .arg("-psubscribe")
-        .arg("-ssubscribe")
-        .query_async(&mut admin)
-        .await
-        .expect("ACL SETUSER");
     let follower_url = url.replacen("redis://", "redis://nosub:secret@", 1);
     let probe = tenure::store::connect(&follower_url, &StoreOptions::default())
         .await
@@ -615,4 +600,19 @@ async fn redis_follower_polls_while_its_push_stays_down() {
         || async {},
     )
     .await;
+}
+
+/// A private server of `kind`, so that breaking it touches only this test's
+/// clients; `None` (after saying why) where it is not installed, outside CI.
+#[cfg(any(feature = "redis", feature = "mysql"))]
+fn private_server(
+    kind: tenure_testsupport::servers::Kind,
+    options: tenure_testsupport::servers::ServerOptions,
+) -> Option<tenure_testsupport::servers::Server> {
+    if let Err(why) = kind.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(tenure_testsupport::servers::Server::start_with(kind, options).expect("a private server"))
 }
