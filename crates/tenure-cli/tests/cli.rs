@@ -1088,18 +1088,7 @@ async fn status_says_whether_push_gets_through() {
         eprintln!("SKIPPED: {why}");
         return;
     }
-    let options = ServerOptions::default().with_args(&[
-        "--user",
-        "nosub",
-        "on",
-        ">secret",
-        "~*",
-        "&*",
-        "+@all",
-        "-subscribe",
-        "-psubscribe",
-        "-ssubscribe",
-    ]);
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
     let server = Server::start_with(Kind::Redis, options).expect("redis-server");
     let dir = tempfile::tempdir().unwrap();
     let url = server.url();

@@ -555,19 +555,7 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
 async fn redis_follower_polls_while_its_push_stays_down() {
     use tenure::store::PushHealth;
     use tenure_testsupport::servers::{Kind, ServerOptions};
-    // A user who may do everything but subscribe.
-    let options = ServerOptions::default().with_args(&[
-        "--user",
-        "nosub",
-        "on",
-        ">secret",
-        "~*",
-        "&*",
-        "+@all",
-        "-subscribe",
-        "-psubscribe",
-        "-ssubscribe",
-    ]);
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
     let Some(server) = private_server(Kind::Redis, options) else {
         return;
     };
