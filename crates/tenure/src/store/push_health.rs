@@ -130,11 +130,15 @@ impl PushMonitor {
     /// The channel failed; the outage began at `since` (the first failure).
     pub(crate) fn down(&self, since: Instant, reason: String) {
         self.set(Seen::Down { since, reason });
+        #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
+        crate::telemetry::push_up(self.channel, false);
     }
 
     /// The channel is open.
     pub(crate) fn up(&self) {
         self.set(Seen::Up);
+        #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
+        crate::telemetry::push_up(self.channel, true);
     }
 
     /// As [`PushHealth`].
