@@ -37,10 +37,16 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         },
         None => store.list(a.namespace.as_deref()).await?,
     };
+    let mut by_election = match &key {
+        Some(key) => [(key.clone(), store.members(key).await?)].into(),
+        None => {
+            tenure::store::members_by_election(store.list_members(a.namespace.as_deref()).await?)
+        }
+    };
     let mut members = Vec::new();
     let mut histories = Vec::new();
     for r in &records {
-        members.push(store.members(&r.key).await?);
+        members.push(by_election.remove(&r.key).unwrap_or_default());
         histories.push(match a.history {
             Some(n) => store.history(&r.key, n).await?,
             None => Vec::new(),

@@ -253,6 +253,24 @@ pub fn identity_of(holder: &str) -> &str {
     holder.rsplit_once('#').map(|(i, _)| i).unwrap_or(holder)
 }
 
+/// Groups [`LeaseStore::list_members`]' answer by election, keeping each
+/// election's order.
+///
+/// ```
+/// use tenure::store::{members_by_election, ElectionKey};
+///
+/// assert!(members_by_election(Vec::new()).get(&ElectionKey::new("default", "e")).is_none());
+/// ```
+pub fn members_by_election(
+    all: Vec<MemberRecord>,
+) -> std::collections::HashMap<ElectionKey, Vec<MemberRecord>> {
+    let mut by = std::collections::HashMap::<ElectionKey, Vec<MemberRecord>>::new();
+    for m in all {
+        by.entry(m.key.clone()).or_default().push(m);
+    }
+    by
+}
+
 /// Serialises durations as float milliseconds, which is what status readers want.
 mod duration_ms {
     use std::time::Duration;
@@ -382,6 +400,19 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// Lists an election's members, live and lapsed, best successor first
     /// (highest priority, then longest-serving).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
+
+    /// Every registration of every election (in `namespace`, or in the
+    /// whole store), each election's members in [`Self::members`]' order:
+    /// what `tenure status` and the HTTP API read for a list of elections.
+    /// The default reads [`Self::list`], then each election's members (a
+    /// request per election); the SQL stores answer in one statement.
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        let mut all = Vec::new();
+        for r in self.list(namespace).await? {
+            all.extend(self.members(&r.key).await?);
+        }
+        Ok(all)
+    }
 
     /// Deletes lapsed registrations. Returns how many; a store that writes
     /// the reaps of concurrent calls with one statement (the SQL stores)
@@ -561,6 +592,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         (**self).members(key).await
+    }
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        (**self).list_members(namespace).await
     }
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         (**self).reap(key).await

@@ -45,9 +45,11 @@ pub enum Op {
     History,
     /// [`LeaseStore::flush`].
     Flush,
+    /// [`LeaseStore::list_members`].
+    ListMembers,
 }
 
-const OPS: usize = 14;
+const OPS: usize = 15;
 
 /// Wraps a store: delegates every call, counts calls per [`Op`], and has
 /// fault switches.
@@ -233,6 +235,11 @@ impl LeaseStore for Instrumented {
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         self.enter_members(Op::Members).await?;
         self.inner.members(key).await
+    }
+
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        self.enter_members(Op::ListMembers).await?;
+        self.inner.list_members(namespace).await
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {

@@ -295,6 +295,27 @@ impl LeaseStore for SqlStore {
             .map_err(|e| self.wrap(e))
     }
 
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        let rows = match namespace {
+            Some(ns) => {
+                sqlx::query(&sent(self.dialect, &self.statements.members_namespace))
+                    .bind(ns)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            None => {
+                sqlx::query(&sent(self.dialect, &self.statements.members_all))
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_member)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         self.reaps.call(0, key.clone()).await
     }
