@@ -50,7 +50,7 @@ impl SqlStore {
         // Which statements a follower's heartbeat and read take (MariaDB
         // ≥ 10.5: one). A failure here is asked again at the first use.
         #[cfg(feature = "mysql")]
-        if dialect_is_mysql(&store) {
+        if store.dialect == Dialect::MySql {
             store.detect_returning().await;
         }
         Ok(store)
@@ -177,11 +177,6 @@ impl SqlStore {
             described,
         })
     }
-}
-
-#[cfg(feature = "mysql")]
-fn dialect_is_mysql(store: &SqlStore) -> bool {
-    store.dialect == Dialect::MySql
 }
 
 /// The database file a `sqlite://` URL names (without its query).

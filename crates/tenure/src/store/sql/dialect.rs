@@ -18,7 +18,8 @@ pub(super) enum ServerKind {
 pub(super) enum Dialect {
     /// SQLite 3.42 or newer (bundled with sqlx).
     Sqlite,
-    /// MySQL 8 or MariaDB 10.5 or newer.
+    /// MySQL 8 or MariaDB 10.5 or newer (MariaDB's `INSERT ... RETURNING`
+    /// is used where the server has it: `mariadb.rs`).
     MySql,
     /// PostgreSQL 12 or newer.
     Postgres,
@@ -323,8 +324,9 @@ impl Dialect {
     /// PostgreSQL only: one member's heartbeat (7 parameters, as
     /// [`Self::upsert_members`]) and a read of its election's lease (2
     /// parameters) in one statement, a data-modifying CTE: an idle follower's
-    /// one request per lease lifetime. `None` for the other dialects (MySQL
-    /// has no such statement; SQLite has no server to spare).
+    /// one request per lease lifetime. `None` for the other dialects
+    /// (MariaDB ≥ 10.5 has [`Self::mariadb_heartbeat_and_read`]; MySQL has
+    /// no such statement; SQLite has no server to spare).
     pub(super) fn heartbeat_and_read(
         self,
         leases: &str,
