@@ -298,10 +298,23 @@ impl Campaign {
     /// (12 reads a second). Without push, a poll period, to see a release.
     fn wait_for(&self, rec: &LeaseRecord) -> Duration {
         let until_expiry = rec.remaining + self.timing().settle;
-        if self.changes.is_some() {
-            until_expiry
+        match self.own_poll() {
+            None => until_expiry,
+            Some(poll) => poll.min(until_expiry),
+        }
+    }
+
+    /// How soon a follower must look for itself, as the store's push stands:
+    /// never while pushes arrive (`None`); a tenth of a TTL while the push
+    /// channel is down, so a release is still seen long before the expiry;
+    /// the poll period where the store cannot push.
+    fn own_poll(&self) -> Option<Duration> {
+        if self.changes.is_none() {
+            Some(jittered(self.timing().poll_period))
+        } else if self.store.push_health().is_down() {
+            Some(jittered(self.timing().push_down_poll))
         } else {
-            jittered(self.timing().poll_period).min(until_expiry)
+            None
         }
     }
 
@@ -416,10 +429,9 @@ impl Campaign {
                 // Only the target may acquire until the window ends; its
                 // acquisition is pushed where the store pushes changes.
                 let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
-                let left = if self.changes.is_some() {
-                    left
-                } else {
-                    left.min(jittered(self.timing().poll_period))
+                let left = match self.own_poll() {
+                    None => left,
+                    Some(poll) => left.min(poll),
                 };
                 return Ok(Some(left + self.timing().settle));
             }

@@ -175,11 +175,15 @@ impl EtcdStore {
             Ok(Ok(_)) => {}
         }
         let (tx, _) = broadcast::channel(1024);
+        let push = Arc::new(crate::store::push_health::PushMonitor::new(
+            super::watch::WHAT,
+        ));
         let watcher = tokio::spawn(watch_loop(
             client.clone(),
             options.table_prefix.clone(),
             tx.clone(),
             described.clone(),
+            Arc::clone(&push),
         ));
         let endpoints = (parsed.endpoints.len() > 1).then(|| {
             let active = parsed.endpoints.iter().map(|e| first.contains(e)).collect();
@@ -202,6 +206,7 @@ impl EtcdStore {
             leases: Mutex::new(HashMap::new()),
             held: Mutex::new(Held::default()),
             changes: tx,
+            push,
             watcher,
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),

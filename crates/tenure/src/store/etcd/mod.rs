@@ -115,6 +115,8 @@ struct Inner {
     /// What this store holds on those leases, for the sweeper.
     held: Mutex<Held>,
     changes: broadcast::Sender<Option<ElectionKey>>,
+    /// How the watch stands.
+    push: Arc<crate::store::push_health::PushMonitor>,
     watcher: tokio::task::JoinHandle<()>,
     endpoints: Option<tokio::task::JoinHandle<()>>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -288,5 +290,8 @@ impl LeaseStore for EtcdStore {
     }
     fn subscribe(&self) -> Option<Changes> {
         Some(self.inner.changes.subscribe())
+    }
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.inner.push.health()
     }
 }
