@@ -37,12 +37,8 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         },
         None => store.list(a.namespace.as_deref()).await?,
     };
-    let mut by_election = match &key {
-        Some(key) => [(key.clone(), store.members(key).await?)].into(),
-        None => {
-            tenure::store::members_by_election(store.list_members(a.namespace.as_deref()).await?)
-        }
-    };
+    let mut by_election =
+        tenure::store::members_of(&*store, &records, a.namespace.as_deref()).await?;
     let mut members = Vec::new();
     let mut histories = Vec::new();
     for r in &records {

@@ -339,9 +339,13 @@ impl Campaign {
             // slow (etcd's: a process-lease round, a read and a transaction),
             // and electors starting together must not wait for theirs to read
             // and acquire.
+            // And not more than twice a TTL: a follower whose push is down
+            // reads every TTL/10, and each read was a heartbeat write too.
+            let age = self.shared.heartbeat_age();
             let fused = !std::mem::take(&mut self.woken_by_push)
                 && !self.shared.membership_paused()
-                && self.shared.heartbeat_age() != Duration::MAX;
+                && age != Duration::MAX
+                && age >= self.timing().ttl / 2;
             let member = fused.then(|| self.member());
             let member_ttl = self.timing().member_ttl;
             let sent = self.now();

@@ -839,3 +839,64 @@ fn private_server(
     }
     Some(tenure_testsupport::servers::Server::start_with(kind, options).expect("a private server"))
 }
+
+/// While its push is down a follower reads every TTL/10, but its member
+/// heartbeat keeps its own pace: not one heartbeat write per read (a
+/// Redis user without SUBSCRIBE, ttl 2 s, six seconds).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_follower_with_push_down_heartbeats_at_its_pace() {
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
+    let Some(server) = private_server(Kind::Redis, options) else {
+        return;
+    };
+    let url = server.url();
+    let nosub = url.replacen("redis://", "redis://nosub:secret@", 1);
+    let options = StoreOptions::default();
+    let leader_store = tenure::store::connect(&url, &options).await.expect("store");
+    let counted = Arc::new(Instrumented::new(
+        tenure::store::connect(&nosub, &options)
+            .await
+            .expect("follower's store"),
+    ));
+    let ttl = Duration::from_secs(2);
+    let build = |store: DynStore, id: &str| {
+        Elector::builder(store)
+            .election("push-down-pace")
+            .identity(id)
+            .ttl(ttl)
+            .build()
+            .expect("elector")
+    };
+    let leader = build(leader_store, "leader");
+    leader.acquired().await.expect("leads");
+    let follower = build(counted.clone() as DynStore, "follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (reads, beats) = (
+        counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead),
+        counted.calls(Op::Heartbeat) + counted.calls(Op::HeartbeatAndRead),
+    );
+    tokio::time::sleep(ttl * 3).await;
+    let reads = counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead) - reads;
+    let beats = counted.calls(Op::Heartbeat) + counted.calls(Op::HeartbeatAndRead) - beats;
+    // Reads every 200 ms: ~30; heartbeats at most one per TTL/2: ~6.
+    assert!(
+        reads >= 15,
+        "a follower with its push down polls: {reads} reads in 3 TTLs"
+    );
+    assert!(
+        beats <= 8,
+        "{beats} heartbeat writes in 3 TTLs ({reads} reads): one per read"
+    );
+    eprintln!("push down: {reads} reads, {beats} heartbeats in 3 TTLs");
+    follower.shutdown().await.expect("shutdown");
+    leader.shutdown().await.expect("shutdown");
+}

@@ -253,6 +253,37 @@ pub fn identity_of(holder: &str) -> &str {
     holder.rsplit_once('#').map(|(i, _)| i).unwrap_or(holder)
 }
 
+/// The members of each election of `records` (read by
+/// [`LeaseStore::list`] for `namespace`): one request where the store
+/// lists members at once ([`Capabilities::list_members`]) and there is more
+/// than one election, else a [`LeaseStore::members`] read per election.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// let store = tenure::store::connect("memory://", &Default::default()).await?;
+/// let records = store.list(None).await?;
+/// let members = tenure::store::members_of(&*store, &records, None).await?;
+/// assert!(members.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn members_of(
+    store: &dyn LeaseStore,
+    records: &[LeaseRecord],
+    namespace: Option<&str>,
+) -> Result<std::collections::HashMap<ElectionKey, Vec<MemberRecord>>> {
+    // One election: its own read, not the whole namespace's members.
+    if store.capabilities().list_members && records.len() > 1 {
+        let mut all = members_by_election(store.list_members(namespace).await?);
+        all.retain(|k, _| records.iter().any(|r| &r.key == k));
+        return Ok(all);
+    }
+    let mut by = std::collections::HashMap::new();
+    for r in records {
+        by.insert(r.key.clone(), store.members(&r.key).await?);
+    }
+    Ok(by)
+}
+
 /// Groups [`LeaseStore::list_members`]' answer by election, keeping each
 /// election's order.
 ///
@@ -336,6 +367,10 @@ pub struct Capabilities {
     /// refuses shorter TTLs for such a store and rounds others up to its
     /// lease granularity (which only makes failover slower, never unsafe).
     pub min_ttl: Duration,
+    /// [`LeaseStore::list_members`] answers in one request (the SQL stores);
+    /// otherwise it reads each election's members, and a caller that has
+    /// the elections already reads them itself ([`members_of`]).
+    pub list_members: bool,
     /// Terms increase strictly but may skip numbers (etcd: they are cluster
     /// revisions). When false, each acquisition's term is exactly the
     /// previous term + 1.
@@ -402,11 +437,13 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// (highest priority, then longest-serving).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
 
-    /// Every registration of every election (in `namespace`, or in the
+    /// The registrations of every election (in `namespace`, or in the
     /// whole store), each election's members in [`Self::members`]' order:
-    /// what `tenure status` and the HTTP API read for a list of elections.
-    /// The default reads [`Self::list`], then each election's members (a
-    /// request per election); the SQL stores answer in one statement.
+    /// what `tenure status` and the HTTP API read for a list of elections
+    /// (through [`members_of`]). The SQL stores answer in one statement
+    /// ([`Capabilities::list_members`]), including members of elections no
+    /// one has acquired yet; the default reads [`Self::list`], then the
+    /// members of each election listed.
     async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
         let mut all = Vec::new();
         for r in self.list(namespace).await? {

@@ -74,7 +74,7 @@ impl std::fmt::Display for PushHealth {
         match self {
             Self::NotOffered => f.write_str("none (the store cannot push): followers poll"),
             Self::Unreported { channel } => {
-                write!(f, "{channel}, each waiter's own (not reported)")
+                write!(f, "{channel} (no channel state to report)")
             }
             Self::NotOpen { channel } => write!(f, "{channel} not open yet"),
             Self::Up { channel } => write!(f, "{channel} up: releases wake followers at once"),

@@ -7,7 +7,7 @@
 
 use std::fmt::Display;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::push_health::PushMonitor;
 
@@ -61,6 +61,52 @@ impl PushOutage {
     }
 }
 
+/// A listener's pauses between connection attempts: doubling from 100 ms
+/// to 5 s, and back to none only once a channel has stayed up for
+/// [`Self::STABLE`]. A channel that opens and drops at once (a proxy's idle
+/// timeout, a subscriber killed for its output buffer) would otherwise be
+/// reopened, and every follower woken to read, ten times a second.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    delay: Duration,
+    up_since: Option<Instant>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+    /// How long a channel must stay up for its next loss to be retried at once.
+    pub(crate) const STABLE: Duration = Duration::from_secs(10);
+
+    pub(crate) fn new() -> Self {
+        Self {
+            delay: Self::FIRST,
+            up_since: None,
+        }
+    }
+
+    /// The channel is open.
+    pub(crate) fn opened(&mut self) {
+        self.up_since = Some(Instant::now());
+    }
+
+    /// How long to wait before the next attempt, after a failed attempt or
+    /// a lost channel; advances the back-off.
+    pub(crate) fn next_pause(&mut self) -> Duration {
+        if self
+            .up_since
+            .take()
+            .is_some_and(|t| t.elapsed() >= Self::STABLE)
+        {
+            self.delay = Self::FIRST;
+            return Duration::ZERO;
+        }
+        let pause = self.delay;
+        self.delay = (self.delay * 2).min(Self::MAX);
+        pause
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +132,20 @@ mod tests {
             monitor.health(),
             crate::store::PushHealth::Up { .. }
         ));
+    }
+
+    #[test]
+    fn a_channel_that_drops_at_once_is_reopened_ever_more_slowly() {
+        let mut b = Backoff::new();
+        let mut pauses = Vec::new();
+        for _ in 0..8 {
+            b.opened();
+            pauses.push(b.next_pause().as_millis());
+        }
+        assert_eq!(pauses, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        // Failed attempts (never opened) back off the same way.
+        let mut b = Backoff::new();
+        assert_eq!(b.next_pause().as_millis(), 100);
+        assert_eq!(b.next_pause().as_millis(), 200);
     }
 }

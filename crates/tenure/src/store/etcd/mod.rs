@@ -219,6 +219,7 @@ impl LeaseStore for EtcdStore {
             // renew instant, and one transaction carries the checks of up to
             // 100 of them (each judged in a nested transaction of its own).
             batch_renew: true,
+            list_members: false,
             durable: true,
             min_ttl: SECOND,
             sparse_terms: true,

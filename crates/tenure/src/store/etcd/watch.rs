@@ -1,14 +1,13 @@
 //! The watch: changes under the prefix → wake-ups for followers.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use etcd_client::{Client, WatchOptions};
 use tokio::sync::broadcast;
 
 use super::keys::{is_state_key, parse_election_key};
 use crate::store::push_health::PushMonitor;
-use crate::store::push_outage::PushOutage;
+use crate::store::push_outage::{Backoff, PushOutage};
 
 /// The channel's name in logs and `tenure status`.
 pub(super) const WHAT: &str = "etcd watch";
@@ -25,7 +24,7 @@ pub(super) async fn watch_loop(
     monitor: Arc<PushMonitor>,
 ) {
     let mut outage = PushOutage::new(monitor);
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = Backoff::new();
     let mut first = true;
     loop {
         let mut c = client.clone();
@@ -42,7 +41,7 @@ pub(super) async fn watch_loop(
                 if !first {
                     let _ = tx.send(None);
                 }
-                backoff = Duration::from_millis(100);
+                backoff.opened();
                 loop {
                     match stream.message().await {
                         Ok(Some(resp)) => {
@@ -91,7 +90,6 @@ pub(super) async fn watch_loop(
             }
         }
         first = false;
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        tokio::time::sleep(backoff.next_pause()).await;
     }
 }

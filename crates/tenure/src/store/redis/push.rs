@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::store::push_health::{PushHealth, PushMonitor};
-use crate::store::push_outage::PushOutage;
+use crate::store::push_outage::{Backoff, PushOutage};
 use crate::store::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::Changes;
 use futures_util::StreamExt;
@@ -61,7 +61,7 @@ async fn listen(
     // Redis errors can quote the password: only their kind goes in the log.
     let kind = |e: &redis::RedisError| format!("{:?}", e.kind());
     let mut outage = PushOutage::new(monitor);
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = Backoff::new();
     loop {
         if tx.strong_count() == 0 {
             return;
@@ -81,12 +81,11 @@ async fn listen(
                 if outage.lost(WHAT, &store, &kind(&e)) {
                     wake_all(&tx);
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.next_pause()).await;
                 continue;
             }
         };
-        delay = Duration::from_millis(100);
+        backoff.opened();
         // Back before the wake-up, so the woken see the channel up.
         outage.restored(WHAT, &store);
         match tx.upgrade() {
@@ -113,5 +112,7 @@ async fn listen(
                 }
             }
         }
+        // At once after a channel that stayed up; otherwise backing off.
+        tokio::time::sleep(backoff.next_pause()).await;
     }
 }

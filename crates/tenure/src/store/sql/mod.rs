@@ -113,7 +113,8 @@ impl SqlStore {
     }
 
     /// Member heartbeat statements this store has sent (the heartbeats of
-    /// one instant share one).
+    /// one instant share one). Not counted: a follower's heartbeat carried
+    /// by its read in one statement (PostgreSQL, MariaDB 10.5 or newer).
     pub fn heartbeat_statements(&self) -> u64 {
         self.heartbeats.statements()
     }

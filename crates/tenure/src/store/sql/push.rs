@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::store::push_health::{PushHealth, PushMonitor};
-use crate::store::push_outage::PushOutage;
+use crate::store::push_outage::{Backoff, PushOutage};
 use crate::store::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::{Changes, ElectionKey};
 use sqlx::postgres::PgListener;
@@ -71,7 +71,7 @@ fn parse(payload: &str) -> Option<ElectionKey> {
 async fn listen(url: String, channel: String, tx: Weak<Sender>, monitor: Arc<PushMonitor>) {
     let store = crate::store::redact_url(&url);
     let mut outage = PushOutage::new(monitor);
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = Backoff::new();
     loop {
         if tx.strong_count() == 0 {
             return;
@@ -89,12 +89,11 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>, monitor: Arc<Pus
                 if outage.lost(WHAT, &store, &e) {
                     wake_all(&tx);
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.next_pause()).await;
                 continue;
             }
         };
-        delay = Duration::from_millis(100);
+        backoff.opened();
         // Back before the wake-up, so the woken see the channel up.
         outage.restored(WHAT, &store);
         // We may have missed notifications while disconnected.
@@ -127,5 +126,7 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>, monitor: Arc<Pus
                 }
             }
         }
+        // At once after a channel that stayed up; otherwise backing off.
+        tokio::time::sleep(backoff.next_pause()).await;
     }
 }

@@ -173,6 +173,7 @@ impl LeaseStore for SqlStore {
             push_acquisitions: !matches!(self.dialect, super::dialect::Dialect::MySql),
             fenced_transactions: true,
             batch_renew: true,
+            list_members: true,
             durable: true,
             ..Capabilities::default()
         }

@@ -354,6 +354,7 @@ impl LeaseStore for ZkStore {
             push_acquisitions: true,
             fenced_transactions: false,
             batch_renew: false,
+            list_members: false,
             durable: true,
             min_ttl: Duration::ZERO,
             sparse_terms: false,
