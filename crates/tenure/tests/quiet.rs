@@ -550,3 +550,102 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
     };
     resign_reaches_the_leader_at_once("zookeeper", zk.url()).await;
 }
+
+/// etcd deletes an expired lease key itself and the watch pushes the
+/// deletion, so an idle follower there needs no read at the lease's expiry:
+/// what it sends per TTL is its member heartbeat (one keep-alive of its
+/// process lease every 1.5 TTLs), nothing else, while the leader renews. Six
+/// TTLs of 2 s, counted through `Instrumented` (store calls) and the etcd
+/// store's own counters (keep-alive rounds, heartbeat transactions). Before,
+/// the follower read at every expiry it saw (a transaction and a
+/// `LeaseTimeToLive`, with the heartbeat nested): 6-9 reads in six TTLs.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_follower_sends_one_heartbeat_per_ttl() {
+    use tenure::store::etcd::EtcdStore;
+    let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let options = StoreOptions::default();
+    let leader_store = tenure::store::connect(&etcd.url(), &options)
+        .await
+        .expect("leader's store");
+    let follower_store = tenure::store::connect(&etcd.url(), &options)
+        .await
+        .expect("follower's store");
+    let counted = Arc::new(Instrumented::new(follower_store.clone()));
+    let ttl = Duration::from_secs(2);
+    let leader = Elector::builder(leader_store)
+        .election("quiet-etcd")
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    let follower = Elector::builder(counted.clone() as DynStore)
+        .election("quiet-etcd")
+        .identity("follower")
+        .ttl(ttl)
+        .build()
+        .expect("follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Past the first registration and first reads.
+    tokio::time::sleep(ttl * 2).await;
+    let etcd_store = follower_store
+        .downcast_ref::<EtcdStore>()
+        .expect("an etcd store");
+    let reads = || counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead);
+    let (reads_before, calls_before) = (reads(), counted.total_calls());
+    let rounds_before = etcd_store.keep_alive_rounds();
+    let beats_before = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads();
+    let ttls = 6;
+    tokio::time::sleep(ttl * ttls).await;
+    let reads = reads() - reads_before;
+    let calls = counted.total_calls() - calls_before;
+    let rounds = etcd_store.keep_alive_rounds() - rounds_before;
+    let beats = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads() - beats_before;
+    eprintln!(
+        "etcd follower in {ttls} TTLs: {calls} store calls ({reads} reads), \
+         {rounds} keep-alive rounds, {beats} heartbeat transactions"
+    );
+    assert!(
+        reads <= 1,
+        "an idle etcd follower read the lease {reads} times in {ttls} TTLs (the watch pushes expiry)"
+    );
+    assert_eq!(
+        beats, 0,
+        "an idle etcd follower's heartbeats wrote its member key {beats} times in {ttls} TTLs \
+         (a keep-alive of the lease it names is the heartbeat)"
+    );
+    assert!(
+        rounds <= ttls as u64,
+        "an idle etcd follower sent {rounds} keep-alive rounds in {ttls} TTLs"
+    );
+    // The leader's member registration still reads as fresh to the follower,
+    // and the follower's to the leader: heartbeats by keep-alive count.
+    let key = tenure::store::ElectionKey::new("default", "quiet-etcd");
+    let members = follower_store.members(&key).await.expect("members");
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_micros() as i64;
+    assert_eq!(members.len(), 2, "{members:?}");
+    for m in &members {
+        assert!(m.is_fresh(now_us, ttl), "{} not fresh: {m:?}", m.identity);
+    }
+    // A crash of the leader (its tenure abandoned: the sweeper deletes the
+    // key, the watch pushes it) still hands over without a read at expiry.
+    leader.shutdown().await.expect("release");
+    tokio::time::timeout(Duration::from_millis(500), follower.acquired())
+        .await
+        .expect("a release wakes the follower")
+        .expect("follower leads");
+    follower.shutdown().await.expect("shutdown");
+}

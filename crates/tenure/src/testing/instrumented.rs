@@ -275,4 +275,8 @@ impl LeaseStore for Instrumented {
     fn subscribe(&self) -> Option<Changes> {
         self.inner.subscribe()
     }
+
+    fn push_activity(&self) -> Option<u64> {
+        self.inner.push_activity()
+    }
 }

@@ -175,10 +175,12 @@ impl EtcdStore {
             Ok(Ok(_)) => {}
         }
         let (tx, _) = broadcast::channel(1024);
+        let activity = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let watcher = tokio::spawn(watch_loop(
             client.clone(),
             options.table_prefix.clone(),
             tx.clone(),
+            activity.clone(),
             described.clone(),
         ));
         let endpoints = (parsed.endpoints.len() > 1).then(|| {
@@ -202,6 +204,7 @@ impl EtcdStore {
             leases: Mutex::new(HashMap::new()),
             held: Mutex::new(Held::default()),
             changes: tx,
+            activity,
             watcher,
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
