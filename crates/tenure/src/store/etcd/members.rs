@@ -222,7 +222,6 @@ impl Inner {
             .await
             .map_err(|e| self.map_err(e))?;
         let mut rows = Vec::new();
-        let mut ttls: HashMap<i64, Option<(Duration, Duration)>> = HashMap::new();
         for kv in resp.kvs() {
             let Ok(v) = serde_json::from_slice::<MemberValue>(kv.value()) else {
                 continue;
@@ -234,11 +233,17 @@ impl Inner {
             else {
                 continue;
             };
-            if let std::collections::hash_map::Entry::Vacant(e) = ttls.entry(v.lease) {
-                e.insert(self.lease_times(v.lease).await?);
-            }
             rows.push((kv.create_revision(), holder, v));
         }
+        // The leases' TTLs side by side, not one round trip after another:
+        // a follower reads the member list on its way to a takeover.
+        let mut leases: Vec<i64> = rows.iter().map(|r| r.2.lease).collect();
+        leases.sort_unstable();
+        leases.dedup();
+        let times =
+            futures_util::future::try_join_all(leases.iter().map(|&l| self.lease_times(l))).await?;
+        let ttls: HashMap<i64, Option<(Duration, Duration)>> =
+            leases.into_iter().zip(times).collect();
         let now = now_us();
         rows.sort_by(|a, b| {
             b.2.priority
