@@ -22,6 +22,9 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         None => None,
     };
     let store = a.store.connect().await?;
+    // Opens this process's push channel (where the store opens one on the
+    // first subscription), to report below whether pushes get through.
+    let _changes = (!a.json).then(|| store.subscribe());
     let records = match &key {
         Some(key) => match store.read(key).await? {
             Some(r) => vec![r],
@@ -34,10 +37,16 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         },
         None => store.list(a.namespace.as_deref()).await?,
     };
+    let mut by_election = match &key {
+        Some(key) => [(key.clone(), store.members(key).await?)].into(),
+        None => {
+            tenure::store::members_by_election(store.list_members(a.namespace.as_deref()).await?)
+        }
+    };
     let mut members = Vec::new();
     let mut histories = Vec::new();
     for r in &records {
-        members.push(store.members(&r.key).await?);
+        members.push(by_election.remove(&r.key).unwrap_or_default());
         histories.push(match a.history {
             Some(n) => store.history(&r.key, n).await?,
             None => Vec::new(),
@@ -64,7 +73,27 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
             }
         }
     }
+    if !a.json {
+        println!("push: {}", push_health(&store).await);
+    }
     Ok(0)
+}
+
+/// The store's push channel as this process finds it, after waiting (up to
+/// the time a connection attempt takes) for its first attempt: what
+/// followers on this host would get. Candidates report outages in their
+/// own logs (a warning when the channel goes down, once).
+async fn push_health(store: &tenure::store::DynStore) -> tenure::store::PushHealth {
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let h = store.push_health();
+        if !matches!(h, tenure::store::PushHealth::NotOpen { .. })
+            || std::time::Instant::now() >= until
+        {
+            return h;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn ago(now_us: i64, then_us: i64) -> String {

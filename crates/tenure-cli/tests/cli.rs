@@ -1073,3 +1073,39 @@ async fn status_shows_one_election_when_asked() {
         &["election", "control"],
     );
 }
+
+/// `tenure status` says whether the store's push gets through from this
+/// host: up for a user who may SUBSCRIBE, DOWN (with the reason, never the
+/// password) for one who may not, on a private Redis.
+#[tokio::test]
+async fn status_says_whether_push_gets_through() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    if let Err(why) = Kind::Redis.available() {
+        assert!(
+            !tenure::testing::servers::required(),
+            "required in CI: {why}"
+        );
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
+    let server = Server::start_with(Kind::Redis, options).expect("redis-server");
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let out = tenure(dir.path(), &["status", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("push: Redis pub/sub up"),
+        "{}",
+        text(&out)
+    );
+    let denied = url.replacen("redis://", "redis://nosub:secret@", 1);
+    let out = tenure(dir.path(), &["status", "--store", &denied]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("push: Redis pub/sub DOWN"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("secret"), "{}", text(&out));
+}

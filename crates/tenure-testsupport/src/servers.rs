@@ -64,6 +64,24 @@ impl ServerOptions {
         self
     }
 
+    /// Redis: adds the user `nosub` (password `secret`), who may run every
+    /// command but `SUBSCRIBE` and its pattern and shard forms, as behind an
+    /// ACL or a proxy without pub/sub: push never opens for it.
+    pub fn with_redis_user_without_subscribe(self) -> Self {
+        self.with_args(&[
+            "--user",
+            "nosub",
+            "on",
+            ">secret",
+            "~*",
+            "&*",
+            "+@all",
+            "-subscribe",
+            "-psubscribe",
+            "-ssubscribe",
+        ])
+    }
+
     /// Adds a user that must log in with the client certificate.
     pub fn with_cert_user(mut self, user: impl Into<String>) -> Self {
         self.cert_user = Some(user.into());

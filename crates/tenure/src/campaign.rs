@@ -298,20 +298,38 @@ impl Campaign {
     /// (12 reads a second). Without push, a poll period, to see a release.
     fn wait_for(&self, rec: &LeaseRecord) -> Duration {
         let until_expiry = rec.remaining + self.timing().settle;
-        if self.changes.is_some() {
-            until_expiry
+        match self.own_poll() {
+            None => until_expiry,
+            Some(poll) => poll.min(until_expiry),
+        }
+    }
+
+    /// How soon a follower must look for itself, as the store's push stands:
+    /// never while pushes arrive (`None`); a tenth of a TTL while the push
+    /// channel is down, so a release is still seen long before the expiry;
+    /// the poll period where the store cannot push.
+    fn own_poll(&self) -> Option<Duration> {
+        if self.changes.is_none() {
+            Some(jittered(self.timing().poll_period))
+        } else if self.store.push_health().is_down() {
+            Some(jittered(self.timing().push_down_poll))
         } else {
-            jittered(self.timing().poll_period).min(until_expiry)
+            None
         }
     }
 
     /// The push channel's activity count, if the store ends expired leases
-    /// itself and pushes that ([`Capabilities::push_expiry`]) and can count
-    /// what its channel delivers; `None`: read at the lease's expiry.
+    /// itself and pushes that ([`Capabilities::push_expiry`]), can count
+    /// what its channel delivers, and the channel is not known to be down;
+    /// `None`: read at the lease's expiry (or every `push_down_poll` while
+    /// the channel is down, see [`Self::wait_for`]).
     ///
     /// [`Capabilities::push_expiry`]: crate::store::Capabilities::push_expiry
     fn push_activity(&self) -> Option<u64> {
-        if self.changes.is_none() || !self.store.capabilities().push_expiry {
+        if self.changes.is_none()
+            || !self.store.capabilities().push_expiry
+            || self.store.push_health().is_down()
+        {
             return None;
         }
         self.store.push_activity()
@@ -331,7 +349,9 @@ impl Campaign {
             if let Some(next) = self.idle_until(until).await {
                 return Some(next);
             }
-            if self.woken_by_push {
+            // Pushed, or the channel is down (its outage wakes followers
+            // too): read, and poll while it stays down.
+            if self.woken_by_push || self.store.push_health().is_down() {
                 return None;
             }
             match self.store.push_activity() {
@@ -466,10 +486,9 @@ impl Campaign {
                 // Only the target may acquire until the window ends; its
                 // acquisition is pushed where the store pushes changes.
                 let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
-                let left = if self.changes.is_some() {
-                    left
-                } else {
-                    left.min(jittered(self.timing().poll_period))
+                let left = match self.own_poll() {
+                    None => left,
+                    Some(poll) => left.min(poll),
                 };
                 return Ok(Some(left + self.timing().settle));
             }

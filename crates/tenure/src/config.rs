@@ -174,6 +174,11 @@ pub(crate) struct Timing {
     pub retry_period: Duration,
     /// How often a follower without push re-reads a held lease (jittered).
     pub poll_period: Duration,
+    /// How often a follower re-reads while the store's push channel is down
+    /// (`LeaseStore::push_health`): a tenth of a TTL, at least the poll
+    /// period, so a release is still noticed well before the lease would
+    /// expire without polling every few milliseconds.
+    pub push_down_poll: Duration,
     /// Bound on the rate difference between this host's clock and the store's.
     pub drift: f64,
     /// The smallest margin subtracted from a local deadline.
@@ -269,6 +274,7 @@ impl Timing {
             renew_period,
             retry_period,
             poll_period,
+            push_down_poll: (ttl / 10).max(poll_period),
             drift,
             min_margin: MIN_MARGIN,
             handover_window: ttl,
@@ -608,6 +614,7 @@ mod tests {
             renew_period: MS(3_333),
             retry_period: MS(1_000),
             poll_period: MS(80),
+            push_down_poll: MS(1_000),
             drift: 0.01,
             min_margin: MS(50),
             handover_window: MS(10_000),

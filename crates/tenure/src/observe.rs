@@ -17,6 +17,10 @@ use crate::store::{DynStore, ElectionKey, LeaseRecord};
 /// is due to expire sooner: only to recover from a lost notification.
 const PUSH_FALLBACK_POLL: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How often an observer re-reads while the store's push channel is down
+/// ([`LeaseStore::push_health`](crate::store::LeaseStore::push_health)).
+const PUSH_DOWN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Which elections to observe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -218,10 +222,12 @@ async fn run(
                 // a lost push. An election nobody holds is polled where the
                 // store does not push acquisitions (MySQL's named locks
                 // signal only a leader letting go).
-                let mut wait = if changes.is_some() {
-                    PUSH_FALLBACK_POLL.max(options.poll_period)
-                } else {
+                let mut wait = if changes.is_none() {
                     options.poll_period
+                } else if store.push_health().is_down() {
+                    PUSH_DOWN_POLL.max(options.poll_period)
+                } else {
+                    PUSH_FALLBACK_POLL.max(options.poll_period)
                 };
                 for (key, rec) in rows {
                     match rec.as_ref().filter(|r| r.is_held()) {

@@ -13,6 +13,10 @@
 //! - `tenure_renew_duration_seconds{namespace,election}`: histogram of renewals;
 //! - `tenure_store_errors_total{kind}`: failed store calls by operation
 //!   (`read`, `acquire`, `renew`, `release`, `handover`);
+//! - `tenure_push_up{channel}`: 1 while the store's push channel (`PostgreSQL
+//!   LISTEN`, `Redis pub/sub`, `etcd watch`) is open, 0 while it is down and
+//!   followers read every TTL/10 instead ([`PushHealth`](crate::store::PushHealth));
+//!   set when the channel first opens or fails;
 //! - `tenure_members{namespace,election}`: live members (registrations not
 //!   lapsed by the store's clock) at this process's last read of the
 //!   election's member list: a follower's when a lease frees up
@@ -72,4 +76,10 @@ pub(crate) fn store_error(what: &str) {
 pub(crate) fn members(key: &ElectionKey, members: &[MemberRecord]) {
     let live = members.iter().filter(|m| m.live).count();
     metrics::gauge!("tenure_members", &labels(key)).set(live as f64);
+}
+
+/// A store's push channel opened (`true`) or failed.
+#[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
+pub(crate) fn push_up(channel: &'static str, up: bool) {
+    metrics::gauge!("tenure_push_up", "channel" => channel).set(if up { 1.0 } else { 0.0 });
 }

@@ -211,3 +211,47 @@ async fn metrics_route_records_the_live_members() {
         e.shutdown().await.expect("shutdown");
     }
 }
+
+/// `tenure_push_up{channel}` follows the store's push channel: 1 once a
+/// subscription opens it, 0 when it cannot open (a private Redis whose
+/// `nosub` user may not SUBSCRIBE).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_channel_state_is_a_gauge() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    values();
+    if let Err(why) = Kind::Redis.available() {
+        assert!(
+            !tenure::testing::servers::required(),
+            "required in CI: {why}"
+        );
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
+    let server = Server::start_with(Kind::Redis, options).expect("redis-server");
+    let series = "tenure_push_up{channel=\"Redis pub/sub\"}";
+    for (url, want) in [
+        (server.url(), 1.0),
+        (
+            server
+                .url()
+                .replacen("redis://", "redis://nosub:secret@", 1),
+            0.0,
+        ),
+    ] {
+        let store = tenure::store::connect(&url, &Default::default())
+            .await
+            .expect("store");
+        let _changes = store.subscribe().expect("redis pushes");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while value(series) != Some(want) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{series} is {:?}, want {want}",
+                value(series)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

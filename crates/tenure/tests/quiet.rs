@@ -332,13 +332,10 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_follower_recovers_when_its_subscription_dies() {
-    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::Redis.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::Redis, ServerOptions::default()) else {
         return;
-    }
-    let server = Server::start_with(Kind::Redis, ServerOptions::default()).expect("redis-server");
+    };
     let url = server.url();
     takeover_after_push_loss("redis", &url, &url, StoreOptions::default(), || async {
         let client = redis::Client::open(url.as_str()).expect("client");
@@ -364,13 +361,10 @@ async fn redis_follower_recovers_when_its_subscription_dies() {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_follower_recovers_when_its_lock_wait_dies() {
-    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::MariaDb.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
         return;
-    }
-    let server = Server::start_with(Kind::MariaDb, ServerOptions::default()).expect("mariadbd");
+    };
     let url = server.url();
     takeover_after_push_loss("mariadb", &url, &url, StoreOptions::default(), || async {
         let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
@@ -823,4 +817,64 @@ async fn a_follower_reads_when_pushes_fall_silent() {
         crashed.elapsed()
     );
     follower.shutdown().await.expect("shutdown");
+}
+
+/// Push that never comes back: the follower's Redis user may not SUBSCRIBE
+/// (an ACL, or a proxy without pub/sub), so its channel stays down. The
+/// store says so (`push_health`), and the follower reads every tenth of a
+/// TTL instead of waiting for pushes: a release at ttl 30 s is noticed
+/// within ~3 s, not at the lease's expiry.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_follower_polls_while_its_push_stays_down() {
+    use tenure::store::PushHealth;
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let options = ServerOptions::default().with_redis_user_without_subscribe();
+    let Some(server) = private_server(Kind::Redis, options) else {
+        return;
+    };
+    let url = server.url();
+    let follower_url = url.replacen("redis://", "redis://nosub:secret@", 1);
+    let probe = tenure::store::connect(&follower_url, &StoreOptions::default())
+        .await
+        .expect("the subscriber-less user connects");
+    let _changes = probe.subscribe().expect("redis offers push");
+    let start = Instant::now();
+    let health = loop {
+        let h = probe.push_health();
+        if h.is_down() || start.elapsed() > Duration::from_secs(5) {
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    match &health {
+        PushHealth::Down { reason, .. } => assert!(
+            !reason.contains("secret"),
+            "the reason quotes the password: {reason}"
+        ),
+        other => panic!("push_health() should say down, not {other:?}"),
+    }
+    takeover_after_push_loss(
+        "redis (no SUBSCRIBE)",
+        &url,
+        &follower_url,
+        StoreOptions::default(),
+        || async {},
+    )
+    .await;
+}
+
+/// A private server of `kind`, so that breaking it touches only this test's
+/// clients; `None` (after saying why) where it is not installed, outside CI.
+#[cfg(any(feature = "redis", feature = "mysql"))]
+fn private_server(
+    kind: tenure_testsupport::servers::Kind,
+    options: tenure_testsupport::servers::ServerOptions,
+) -> Option<tenure_testsupport::servers::Server> {
+    if let Err(why) = kind.available() {
+        assert!(!servers::required(), "required in CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(tenure_testsupport::servers::Server::start_with(kind, options).expect("a private server"))
 }

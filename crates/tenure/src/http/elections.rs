@@ -73,8 +73,11 @@ pub(crate) async fn sidecar(state: State) -> Result<Json<serde_json::Value>, Api
 pub(crate) async fn read_all(s: &Shared, history: usize) -> crate::Result<Vec<ElectionView>> {
     let store = &s.api.store;
     let mut out = Vec::new();
-    for r in store.list(None).await? {
-        let members = store.members(&r.key).await?;
+    // Two requests for every election's lease and members, not one per election.
+    let records = store.list(None).await?;
+    let mut members = crate::store::members_by_election(store.list_members(None).await?);
+    for r in records {
+        let members = members.remove(&r.key).unwrap_or_default();
         crate::telemetry::members(&r.key, &members);
         let history = match history {
             0 => Vec::new(),

@@ -31,6 +31,7 @@ mod gather;
 pub mod memory;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod percent;
+mod push_health;
 #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
 mod push_outage;
 mod reason;
@@ -57,6 +58,7 @@ mod wakeups;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 
+pub use push_health::PushHealth;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 
@@ -251,6 +253,24 @@ pub fn identity_of(holder: &str) -> &str {
     holder.rsplit_once('#').map(|(i, _)| i).unwrap_or(holder)
 }
 
+/// Groups [`LeaseStore::list_members`]' answer by election, keeping each
+/// election's order.
+///
+/// ```
+/// use tenure::store::{members_by_election, ElectionKey};
+///
+/// assert!(members_by_election(Vec::new()).get(&ElectionKey::new("default", "e")).is_none());
+/// ```
+pub fn members_by_election(
+    all: Vec<MemberRecord>,
+) -> std::collections::HashMap<ElectionKey, Vec<MemberRecord>> {
+    let mut by = std::collections::HashMap::<ElectionKey, Vec<MemberRecord>>::new();
+    for m in all {
+        by.entry(m.key.clone()).or_default().push(m);
+    }
+    by
+}
+
 /// Serialises durations as float milliseconds, which is what status readers want.
 mod duration_ms {
     use std::time::Duration;
@@ -390,6 +410,19 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// (highest priority, then longest-serving).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
 
+    /// Every registration of every election (in `namespace`, or in the
+    /// whole store), each election's members in [`Self::members`]' order:
+    /// what `tenure status` and the HTTP API read for a list of elections.
+    /// The default reads [`Self::list`], then each election's members (a
+    /// request per election); the SQL stores answer in one statement.
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        let mut all = Vec::new();
+        for r in self.list(namespace).await? {
+            all.extend(self.members(&r.key).await?);
+        }
+        Ok(all)
+    }
+
     /// Deletes lapsed registrations. Returns how many; a store that writes
     /// the reaps of concurrent calls with one statement (the SQL stores)
     /// returns how many that statement removed, for every call in it.
@@ -447,6 +480,21 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// end will be pushed too.
     fn push_activity(&self) -> Option<u64> {
         None
+    }
+
+    /// How this process's push channel to the store stands: followers read
+    /// at a slow period instead of waiting for pushes while it is
+    /// [`PushHealth::Down`], and `tenure status` shows it. The default is
+    /// [`PushHealth::NotOffered`] for a store without
+    /// [`Capabilities::push`] and [`PushHealth::Unreported`] otherwise.
+    fn push_health(&self) -> PushHealth {
+        if self.capabilities().push {
+            PushHealth::Unreported {
+                channel: "push".to_owned(),
+            }
+        } else {
+            PushHealth::NotOffered
+        }
     }
 
     /// The concrete store behind a [`DynStore`], for its own API (fenced
@@ -546,6 +594,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     fn push_activity(&self) -> Option<u64> {
         (**self).push_activity()
     }
+    fn push_health(&self) -> PushHealth {
+        (**self).push_health()
+    }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()
     }
@@ -564,6 +615,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         (**self).members(key).await
+    }
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        (**self).list_members(namespace).await
     }
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         (**self).reap(key).await

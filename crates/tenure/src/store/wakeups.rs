@@ -59,3 +59,12 @@ impl Wakeups {
         Some(rx)
     }
 }
+
+/// Tells every subscriber that anything may have changed (they read), if
+/// the store still exists.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn wake_all(tx: &Weak<Sender>) {
+    if let Some(t) = tx.upgrade() {
+        let _ = t.send(None);
+    }
+}

@@ -45,9 +45,11 @@ pub enum Op {
     History,
     /// [`LeaseStore::flush`].
     Flush,
+    /// [`LeaseStore::list_members`].
+    ListMembers,
 }
 
-const OPS: usize = 14;
+const OPS: usize = 15;
 
 /// Wraps a store: delegates every call, counts calls per [`Op`], and has
 /// fault switches.
@@ -235,6 +237,11 @@ impl LeaseStore for Instrumented {
         self.inner.members(key).await
     }
 
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        self.enter_members(Op::ListMembers).await?;
+        self.inner.list_members(namespace).await
+    }
+
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         self.enter_members(Op::Reap).await?;
         self.inner.reap(key).await
@@ -278,5 +285,9 @@ impl LeaseStore for Instrumented {
 
     fn push_activity(&self) -> Option<u64> {
         self.inner.push_activity()
+    }
+
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.inner.push_health()
     }
 }

@@ -131,4 +131,53 @@ impl Conformance {
             self.name
         );
     }
+
+    /// `list_members` lists what `members` reads, election by election and
+    /// in the same order, for one namespace and for the whole store.
+    pub async fn list_members_matches_members(&self) {
+        let s = self.store().await;
+        let a = self.key("listed-a");
+        let b = crate::store::ElectionKey::new(a.namespace.clone(), "listed-b");
+        let ttl = Duration::from_secs(30);
+        for (key, holders) in [(&a, ["a1#1", "a2#1"]), (&b, ["b1#1", "b2#1"])] {
+            for (i, holder) in holders.iter().enumerate() {
+                let me = crate::store::Member {
+                    key: key.clone(),
+                    holder: (*holder).into(),
+                    metadata: String::new(),
+                    priority: i as u32,
+                };
+                s.heartbeat(&me, ttl).await.expect("join");
+            }
+            let won = s
+                .try_acquire(&super::claim(key, holders[0], ttl))
+                .await
+                .expect("acquire");
+            assert!(matches!(won, crate::store::Acquire::Acquired(_)));
+        }
+        for namespace in [Some(a.namespace.as_str()), None] {
+            let mut listed =
+                crate::store::members_by_election(s.list_members(namespace).await.expect("list"));
+            for key in [&a, &b] {
+                let read = s.members(key).await.expect("members");
+                let holders = |m: &[crate::store::MemberRecord]| {
+                    m.iter().map(|m| m.holder.clone()).collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    holders(&listed.remove(key).unwrap_or_default()),
+                    holders(&read),
+                    "[{}] list_members({namespace:?}) for {key}",
+                    self.name
+                );
+            }
+            if namespace.is_some() {
+                assert!(
+                    listed.is_empty(),
+                    "[{}] only namespace {namespace:?}: {:?}",
+                    self.name,
+                    listed.keys().collect::<Vec<_>>()
+                );
+            }
+        }
+    }
 }

@@ -176,12 +176,16 @@ impl EtcdStore {
         }
         let (tx, _) = broadcast::channel(1024);
         let activity = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let push = Arc::new(crate::store::push_health::PushMonitor::new(
+            super::watch::WHAT,
+        ));
         let watcher = tokio::spawn(watch_loop(
             client.clone(),
             options.table_prefix.clone(),
             tx.clone(),
             activity.clone(),
             described.clone(),
+            Arc::clone(&push),
         ));
         let endpoints = (parsed.endpoints.len() > 1).then(|| {
             let active = parsed.endpoints.iter().map(|e| first.contains(e)).collect();
@@ -205,6 +209,7 @@ impl EtcdStore {
             held: Mutex::new(Held::default()),
             changes: tx,
             activity,
+            push,
             watcher,
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),

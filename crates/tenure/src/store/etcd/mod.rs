@@ -118,6 +118,8 @@ struct Inner {
     /// Watch events received so far, including those that wake nobody (the
     /// state key every renewal rewrites): the watch's sign of life.
     activity: Arc<std::sync::atomic::AtomicU64>,
+    /// How the watch stands.
+    push: Arc<crate::store::push_health::PushMonitor>,
     watcher: tokio::task::JoinHandle<()>,
     endpoints: Option<tokio::task::JoinHandle<()>>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -298,5 +300,8 @@ impl LeaseStore for EtcdStore {
     }
     fn push_activity(&self) -> Option<u64> {
         Some(self.inner.activity.load(Ordering::Relaxed))
+    }
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.inner.push.health()
     }
 }

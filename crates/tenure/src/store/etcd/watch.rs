@@ -8,7 +8,11 @@ use etcd_client::{Client, WatchOptions};
 use tokio::sync::broadcast;
 
 use super::keys::{is_state_key, parse_election_key};
+use crate::store::push_health::PushMonitor;
 use crate::store::push_outage::PushOutage;
+
+/// The channel's name in logs and `tenure status`.
+pub(super) const WHAT: &str = "etcd watch";
 use crate::store::ElectionKey;
 
 /// Watches the prefix and turns changes of lease and hand-over keys into
@@ -21,9 +25,9 @@ pub(super) async fn watch_loop(
     tx: broadcast::Sender<Option<ElectionKey>>,
     activity: Arc<AtomicU64>,
     described: String,
+    monitor: Arc<PushMonitor>,
 ) {
-    const WHAT: &str = "etcd watch";
-    let mut outage = PushOutage::default();
+    let mut outage = PushOutage::new(monitor);
     let mut backoff = Duration::from_millis(100);
     let mut first = true;
     loop {
@@ -36,17 +40,20 @@ pub(super) async fn watch_loop(
             .await
         {
             Ok(mut stream) => {
+                // Back before the wake-up, so the woken see the channel up.
+                outage.restored(WHAT, &described);
                 if !first {
                     let _ = tx.send(None);
                 }
-                outage.restored(WHAT, &described);
                 backoff = Duration::from_millis(100);
                 loop {
                     match stream.message().await {
                         Ok(Some(resp)) => {
                             if resp.canceled() {
                                 let why = format!("cancelled: {}", resp.cancel_reason());
-                                outage.lost(WHAT, &described, &why);
+                                if outage.lost(WHAT, &described, &why) {
+                                    let _ = tx.send(None);
+                                }
                                 break;
                             }
                             for ev in resp.events() {
@@ -67,17 +74,25 @@ pub(super) async fn watch_loop(
                             }
                         }
                         Ok(None) => {
-                            outage.lost(WHAT, &described, &"stream ended");
+                            if outage.lost(WHAT, &described, &"stream ended") {
+                                let _ = tx.send(None);
+                            }
                             break;
                         }
                         Err(e) => {
-                            outage.lost(WHAT, &described, &e);
+                            if outage.lost(WHAT, &described, &e) {
+                                let _ = tx.send(None);
+                            }
                             break;
                         }
                     }
                 }
             }
-            Err(e) => outage.lost(WHAT, &described, &e),
+            Err(e) => {
+                if outage.lost(WHAT, &described, &e) {
+                    let _ = tx.send(None);
+                }
+            }
         }
         first = false;
         tokio::time::sleep(backoff).await;

@@ -419,6 +419,9 @@ impl LeaseStore for RedisStore {
     fn subscribe(&self) -> Option<Changes> {
         self.push.subscribe()
     }
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.push.health()
+    }
 
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.batches

@@ -6,13 +6,16 @@
 //! have changed (messages published while it was away are lost: pub/sub does
 //! not queue).
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::store::push_health::{PushHealth, PushMonitor};
 use crate::store::push_outage::PushOutage;
-use crate::store::wakeups::{Sender, Wakeups};
+use crate::store::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::Changes;
 use futures_util::StreamExt;
+
+const WHAT: &str = "Redis pub/sub";
 
 pub(super) struct PushHub {
     client: redis::Client,
@@ -20,6 +23,7 @@ pub(super) struct PushHub {
     /// The store's URL without its password, for the outage log lines.
     described: String,
     wakeups: Wakeups,
+    monitor: Arc<PushMonitor>,
 }
 
 impl PushHub {
@@ -29,50 +33,68 @@ impl PushHub {
             channel,
             described,
             wakeups: Wakeups::new(),
+            monitor: Arc::new(PushMonitor::new(WHAT)),
         }
     }
 
     pub(super) fn subscribe(&self) -> Option<Changes> {
         let (client, channel) = (self.client.clone(), self.channel.clone());
         let described = self.described.clone();
+        let monitor = Arc::clone(&self.monitor);
         self.wakeups
-            .subscribe(|tx| listen(client, channel, described, tx))
+            .subscribe(|tx| listen(client, channel, described, tx, monitor))
+    }
+
+    pub(super) fn health(&self) -> PushHealth {
+        self.monitor.health()
     }
 }
 
 /// Runs until the store (and with it the sender) is dropped.
-async fn listen(client: redis::Client, channel: String, store: String, tx: Weak<Sender>) {
-    const WHAT: &str = "Redis pub/sub";
+async fn listen(
+    client: redis::Client,
+    channel: String,
+    store: String,
+    tx: Weak<Sender>,
+    monitor: Arc<PushMonitor>,
+) {
     // Redis errors can quote the password: only their kind goes in the log.
     let kind = |e: &redis::RedisError| format!("{:?}", e.kind());
-    let mut outage = PushOutage::default();
+    let mut outage = PushOutage::new(monitor);
     let mut delay = Duration::from_millis(100);
     loop {
         if tx.strong_count() == 0 {
             return;
         }
-        let mut pubsub = match client.get_async_pubsub().await {
+        let subscribed = match client.get_async_pubsub().await {
+            Ok(mut p) => match p.subscribe(&channel).await {
+                Ok(()) => Ok(p),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        // A refused SUBSCRIBE (an ACL, a proxy without pub/sub) backs off
+        // like a refused connection: it will not pass on the next try.
+        let pubsub = match subscribed {
             Ok(p) => p,
             Err(e) => {
-                outage.lost(WHAT, &store, &kind(&e));
+                if outage.lost(WHAT, &store, &kind(&e)) {
+                    wake_all(&tx);
+                }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
-        if let Err(e) = pubsub.subscribe(&channel).await {
-            outage.lost(WHAT, &store, &kind(&e));
-            tokio::time::sleep(delay).await;
-            continue;
-        }
         delay = Duration::from_millis(100);
+        // Back before the wake-up, so the woken see the channel up.
+        outage.restored(WHAT, &store);
         match tx.upgrade() {
             Some(t) => {
                 let _ = t.send(None);
             }
             None => return,
         }
-        outage.restored(WHAT, &store);
         let mut messages = pubsub.into_on_message();
         loop {
             // Wake up now and then to notice that the store was dropped.

@@ -5,14 +5,17 @@
 //! subscription; it reconnects by itself and, after a reconnect, tells every
 //! subscriber that anything may have changed.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::store::push_health::{PushHealth, PushMonitor};
 use crate::store::push_outage::PushOutage;
-use crate::store::wakeups::{Sender, Wakeups};
+use crate::store::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::{Changes, ElectionKey};
 use sqlx::postgres::PgListener;
 use sqlx::AnyPool;
+
+const WHAT: &str = "PostgreSQL LISTEN";
 
 /// Separates namespace and election in a payload; names cannot contain it.
 const SEP: char = '\u{1f}';
@@ -22,6 +25,7 @@ pub(super) struct PushHub {
     url: String,
     channel: String,
     wakeups: Wakeups,
+    monitor: Arc<PushMonitor>,
 }
 
 impl PushHub {
@@ -30,12 +34,19 @@ impl PushHub {
             url,
             channel: format!("{prefix}changes"),
             wakeups: Wakeups::new(),
+            monitor: Arc::new(PushMonitor::new(WHAT)),
         }
     }
 
     pub(super) fn subscribe(&self) -> Option<Changes> {
         let (url, channel) = (self.url.clone(), self.channel.clone());
-        self.wakeups.subscribe(|tx| listen(url, channel, tx))
+        let monitor = Arc::clone(&self.monitor);
+        self.wakeups
+            .subscribe(|tx| listen(url, channel, tx, monitor))
+    }
+
+    pub(super) fn health(&self) -> PushHealth {
+        self.monitor.health()
     }
 
     pub(super) async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
@@ -57,30 +68,35 @@ fn parse(payload: &str) -> Option<ElectionKey> {
 }
 
 /// Runs until the store (and with it the sender) is dropped.
-async fn listen(url: String, channel: String, tx: Weak<Sender>) {
-    const WHAT: &str = "PostgreSQL LISTEN";
+async fn listen(url: String, channel: String, tx: Weak<Sender>, monitor: Arc<PushMonitor>) {
     let store = crate::store::redact_url(&url);
-    let mut outage = PushOutage::default();
+    let mut outage = PushOutage::new(monitor);
     let mut delay = Duration::from_millis(100);
     loop {
         if tx.strong_count() == 0 {
             return;
         }
-        let mut listener = match PgListener::connect(&url).await {
+        let failed = match PgListener::connect(&url).await {
+            Ok(mut listener) => match listener.listen(&channel).await {
+                Ok(()) => Ok(listener),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let mut listener = match failed {
             Ok(l) => l,
             Err(e) => {
-                outage.lost(WHAT, &store, &e);
+                if outage.lost(WHAT, &store, &e) {
+                    wake_all(&tx);
+                }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
-        if let Err(e) = listener.listen(&channel).await {
-            outage.lost(WHAT, &store, &e);
-            tokio::time::sleep(delay).await;
-            continue;
-        }
         delay = Duration::from_millis(100);
+        // Back before the wake-up, so the woken see the channel up.
+        outage.restored(WHAT, &store);
         // We may have missed notifications while disconnected.
         match tx.upgrade() {
             Some(t) => {
@@ -88,7 +104,6 @@ async fn listen(url: String, channel: String, tx: Weak<Sender>) {
             }
             None => return,
         }
-        outage.restored(WHAT, &store);
         loop {
             // Wake up now and then to notice that the store was dropped.
             let next = tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await;

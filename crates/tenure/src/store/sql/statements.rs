@@ -38,6 +38,10 @@ pub(super) struct Statements {
     pub(super) request_handover: String,
     pub(super) leave: String,
     pub(super) members: String,
+    /// Every election's members, in `members`' order within each.
+    pub(super) members_all: String,
+    /// The same in one namespace.
+    pub(super) members_namespace: String,
     pub(super) insert_history: String,
     pub(super) close_history_at: String,
     pub(super) close_history_now: String,
@@ -113,6 +117,18 @@ impl Statements {
             ),
             leave: dialect.delete(&m, &format!("{key} AND holder = ?")),
             members: dialect.select(&m, MEMBER_COLUMNS, key, " ORDER BY priority DESC, joined_us ASC, holder ASC"),
+            members_all: dialect.select(
+                &m,
+                MEMBER_COLUMNS,
+                "1 = 1",
+                " ORDER BY namespace, election, priority DESC, joined_us ASC, holder ASC",
+            ),
+            members_namespace: dialect.select(
+                &m,
+                MEMBER_COLUMNS,
+                "namespace = ?",
+                " ORDER BY namespace, election, priority DESC, joined_us ASC, holder ASC",
+            ),
             insert_history: dialect.insert_history(&h),
             close_history_at: dialect.update(
                 &h,

@@ -152,6 +152,21 @@ impl LeaseStore for SqlStore {
         None
     }
 
+    fn push_health(&self) -> crate::store::PushHealth {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            return hub.health();
+        }
+        let channel = match self.dialect {
+            super::dialect::Dialect::MySql => "MySQL named locks",
+            super::dialect::Dialect::Sqlite => "SQLite file watch",
+            super::dialect::Dialect::Postgres => "PostgreSQL LISTEN",
+        };
+        crate::store::PushHealth::Unreported {
+            channel: channel.to_owned(),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
@@ -274,6 +289,27 @@ impl LeaseStore for SqlStore {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_member)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+
+    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
+        let rows = match namespace {
+            Some(ns) => {
+                sqlx::query(&sent(self.dialect, &self.statements.members_namespace))
+                    .bind(ns)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            None => {
+                sqlx::query(&sent(self.dialect, &self.statements.members_all))
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .map_err(|e| self.wrap(e))?;
         rows.iter()
             .map(decode_member)
             .collect::<Result<Vec<_>, _>>()

@@ -342,6 +342,12 @@ impl LeaseStore for ZkStore {
         Some(self)
     }
 
+    fn push_health(&self) -> crate::store::PushHealth {
+        crate::store::PushHealth::Unreported {
+            channel: "ZooKeeper watches".to_owned(),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
