@@ -368,13 +368,31 @@ fn leader_of(addr: &str) -> String {
 
 /// Three `tenure serve --election web` candidates on one store: every endpoint.
 async fn endpoints(url: &str, election: &str) {
+    // Tables of its own: `GET /v1/elections?history=N` reads every
+    // election's terms, and the shared database holds hundreds from other
+    // tests (under load those reads outlasted the read timeout, and the
+    // stale answer, cached without history, failed the test).
+    let prefix = format!("sve{}_", std::process::id());
+    let _tables = DropTables {
+        url: url.to_string(),
+        prefix: prefix.clone(),
+    };
     let dir = tempfile::tempdir().expect("tempdir");
+    // The tables first, once: processes creating them at the same time race
+    // on PostgreSQL.
+    let o = tenure(
+        dir.path(),
+        &["migrate", "--store", url, "--table-prefix", &prefix],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").expect("token");
     let token = token.to_str().expect("utf-8");
     let common = [
         "--store",
         url,
+        "--table-prefix",
+        &prefix,
         "--election",
         election,
         "--ttl",
@@ -428,7 +446,16 @@ async fn endpoints(url: &str, election: &str) {
     );
     let cli = tenure(
         dir.path(),
-        &["status", "--store", url, "--election", election, "--json"],
+        &[
+            "status",
+            "--store",
+            url,
+            "--table-prefix",
+            &prefix,
+            "--election",
+            election,
+            "--json",
+        ],
     );
     assert!(cli.status.success(), "{}", text(&cli));
     let cli: Value = serde_json::from_slice(&cli.stdout).expect("status json");

@@ -819,6 +819,241 @@ async fn a_follower_reads_when_pushes_fall_silent() {
     follower.shutdown().await.expect("shutdown");
 }
 
+/// MariaDB's `Questions` (statements received from clients) and
+/// `Connections` (connection attempts), server-wide, read by one statement
+/// that counts itself among the questions.
+#[cfg(feature = "mysql")]
+async fn counters(admin: &mut sqlx::MySqlConnection) -> (i64, i64) {
+    use sqlx::Row;
+    let rows =
+        sqlx::query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Connections')")
+            .fetch_all(&mut *admin)
+            .await
+            .expect("SHOW GLOBAL STATUS");
+    let value = |name: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r.try_get::<String, _>(0).is_ok_and(|n| n == name))
+            .unwrap_or_else(|| panic!("no {name} in SHOW GLOBAL STATUS"));
+        let v: String = row.try_get(1).expect("value");
+        v.parse::<i64>().expect("a number")
+    };
+    (value("Questions"), value("Connections"))
+}
+
+/// [`counters`]' questions.
+#[cfg(feature = "mysql")]
+async fn questions(admin: &mut sqlx::MySqlConnection) -> i64 {
+    counters(admin).await.0
+}
+
+/// MariaDB ≥ 10.5: a follower's read at the lease's expiry carries its member
+/// heartbeat in ONE statement (`INSERT ... ON DUPLICATE KEY UPDATE ...
+/// RETURNING` the lease record), counted by the server itself on a private
+/// server nobody else uses; it reads what `read()` reads, field by field; and
+/// a lease row locked by the leader's fenced transaction neither delays it
+/// nor changes its answer (a plain read does not wait for row locks).
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_heartbeat_and_read_is_one_statement() {
+    use tenure::store::sql::SqlStore;
+    use tenure::store::{Acquire, Claim, ElectionKey, Member, Tenure};
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default();
+    let leader = SqlStore::connect(&url, &options)
+        .await
+        .expect("leader store");
+    let follower = SqlStore::connect(&url, &options)
+        .await
+        .expect("follower store");
+    let key = ElectionKey::new("default", "one-statement");
+    let ttl = Duration::from_secs(30);
+    let me = Member {
+        key: key.clone(),
+        holder: "follower#1".into(),
+        metadata: "addr of follower".into(),
+        priority: 3,
+    };
+    // No lease row yet: None, as read() says.
+    assert_eq!(
+        follower.heartbeat_and_read(&me, ttl).await.expect("first"),
+        None
+    );
+    assert_eq!(follower.read(&key).await.expect("read"), None);
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: "meta \"of\" the leader\n\u{1}é".into(),
+        ttl,
+    };
+    let Acquire::Acquired(won) = leader.try_acquire(&claim).await.expect("acquire") else {
+        panic!("the leader acquires a free election");
+    };
+    const N: i64 = 10;
+    // Warm up: every pooled connection prepares each statement once (a
+    // counted statement), and the follower's named-lock waiter (started by
+    // the reads that found the lease held) settles.
+    for _ in 0..N {
+        follower
+            .heartbeat_and_read(&me, ttl)
+            .await
+            .expect("warm-up");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+    let idle = {
+        let a = questions(&mut admin).await;
+        questions(&mut admin).await - a
+    };
+    let before = questions(&mut admin).await;
+    let mut last = None;
+    for _ in 0..N {
+        last = follower
+            .heartbeat_and_read(&me, ttl)
+            .await
+            .expect("heartbeat and read");
+    }
+    let sent = questions(&mut admin).await - before - idle;
+    eprintln!("mariadb: {N} heartbeat-and-reads made {sent} statements (the SHOW itself {idle})");
+    assert_eq!(
+        sent, N,
+        "each heartbeat-and-read must be one statement on MariaDB ≥ 10.5"
+    );
+
+    // The same record as read(), but for the time it was read at.
+    let normal = |r: tenure::store::LeaseRecord| tenure::store::LeaseRecord {
+        remaining: Duration::ZERO,
+        read_at_us: 0,
+        ..r
+    };
+    let both = last.expect("a lease");
+    let read = follower.read(&key).await.expect("read").expect("a lease");
+    assert_eq!(normal(both.clone()), normal(read.clone()));
+    assert_eq!(
+        (both.term, both.holder.as_deref()),
+        (won.term, Some("leader#1"))
+    );
+    assert!(both.remaining > ttl - Duration::from_secs(5), "{both:?}");
+    let members = follower.members(&key).await.expect("members");
+    let f = members
+        .iter()
+        .find(|m| m.holder == "follower#1")
+        .expect("registered");
+    assert!(
+        f.live && f.priority == 3 && f.metadata == "addr of follower",
+        "{f:?}"
+    );
+
+    // The leader's fenced transaction holds the lease row: the follower's
+    // read neither waits for it nor answers anything else.
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        term: won.term,
+    };
+    let fenced = leader.begin_fenced(&tenure).await.expect("fenced");
+    let asked = Instant::now();
+    let locked = follower
+        .heartbeat_and_read(&me, ttl)
+        .await
+        .expect("heartbeat and read beside a fenced transaction")
+        .expect("a lease");
+    let took = asked.elapsed();
+    fenced.rollback().await.expect("rollback");
+    assert!(
+        took < Duration::from_secs(1),
+        "a heartbeat-and-read waited {took:?} for the lease row's lock"
+    );
+    assert_eq!(normal(locked), normal(both));
+}
+
+/// MySQL/MariaDB: an idle follower's named-lock wait (its push wake-up)
+/// costs one statement per many TTLs and no new connections: the waiter
+/// waits 12 TTLs, not 2, and keeps its connection for the next wait instead
+/// of taking a fresh one out of the pool each time (which made the pool
+/// open another: a session set-up and prepares). Counted on a private
+/// MariaDB: the leader renews and the follower reads every 250 ms for 7 TTLs
+/// (ttl 1 s); everything else the server hears is the waiter's.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_follower_lock_wait_is_cheap() {
+    use tenure::store::sql::SqlStore;
+    use tenure::store::{Acquire, Claim, ElectionKey, Tenure};
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default();
+    let leader = SqlStore::connect(&url, &options)
+        .await
+        .expect("leader store");
+    let follower = SqlStore::connect(&url, &options)
+        .await
+        .expect("follower store");
+    let key = ElectionKey::new("default", "cheap-wait");
+    let ttl = Duration::from_secs(1);
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let Acquire::Acquired(won) = leader.try_acquire(&claim).await.expect("acquire") else {
+        panic!("the leader acquires a free election");
+    };
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        term: won.term,
+    };
+    // Warm up: the leader takes its lock and rings up its bell, the
+    // follower's first read arms its waiter, each pooled connection
+    // prepares its statements.
+    for _ in 0..8 {
+        assert!(leader.renew(&tenure, ttl).await.expect("renew"));
+        follower.read(&key).await.expect("read").expect("held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+    let idle = {
+        let a = questions(&mut admin).await;
+        questions(&mut admin).await - a
+    };
+    let renewals_before = leader.renew_statements();
+    let (before, connections_before) = counters(&mut admin).await;
+    let mut reads = 0;
+    let start = Instant::now();
+    while start.elapsed() < ttl * 7 {
+        assert!(leader.renew(&tenure, ttl).await.expect("renew"));
+        follower.read(&key).await.expect("read").expect("held");
+        reads += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (after, connections_after) = counters(&mut admin).await;
+    let all = after - before - idle;
+    let renewals = (leader.renew_statements() - renewals_before) as i64;
+    let connections = connections_after - connections_before;
+    let waiter = all - reads - renewals;
+    eprintln!(
+        "mariadb: {all} statements in 7 TTLs: {reads} reads, {renewals} renewals, \
+         {waiter} others (the waiter); {connections} new connections"
+    );
+    assert!(
+        waiter <= 1 && connections == 0,
+        "an idle follower's lock wait made {waiter} statements and {connections} \
+         connections in 7 TTLs"
+    );
+    leader.release(&tenure).await.expect("release");
+}
+
 /// Push that never comes back: the follower's Redis user may not SUBSCRIBE
 /// (an ACL, or a proxy without pub/sub), so its channel stays down. The
 /// store says so (`push_health`), and the follower reads every tenth of a

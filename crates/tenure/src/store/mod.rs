@@ -390,10 +390,11 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// [`heartbeat`](Self::heartbeat) then [`read`](Self::read) of the
     /// member's election: an idle follower's one regular call, so a waiting
     /// replica costs one request per lease lifetime. Stores that can do both
-    /// in one request override this (Redis: one script; PostgreSQL: one
-    /// statement); MySQL/MariaDB and SQLite send the two statements side by
-    /// side; etcd (and this default) one after the other. Either way, once it
-    /// returns `Ok` the registration is written.
+    /// in one request override this (Redis: one script; PostgreSQL and
+    /// MariaDB 10.5 or newer: one statement); MySQL, older MariaDB and SQLite
+    /// send the two statements side by side; etcd (and this default) one
+    /// after the other. Either way, once it returns `Ok` the registration is
+    /// written.
     async fn heartbeat_and_read(
         &self,
         member: &Member,

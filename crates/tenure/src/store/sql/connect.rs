@@ -47,6 +47,12 @@ impl SqlStore {
         let store = Self::connect_lazy(url, options)?;
         store.probe(url, options.connect_timeout).await?;
         store.prepare_schema(options.auto_migrate).await?;
+        // Which statements a follower's heartbeat and read take (MariaDB
+        // ≥ 10.5: one). A failure here is asked again at the first use.
+        #[cfg(feature = "mysql")]
+        if store.dialect == Dialect::MySql {
+            store.detect_returning().await;
+        }
         Ok(store)
     }
 
@@ -148,6 +154,8 @@ impl SqlStore {
                 &options.table_prefix,
                 described.clone(),
             ),
+            #[cfg(feature = "mysql")]
+            returning: Default::default(),
             #[cfg(feature = "mysql")]
             named_locks: (dialect == Dialect::MySql).then(|| {
                 std::sync::Arc::new(super::named_locks::NamedLocks::new(

@@ -18,7 +18,8 @@ pub(super) enum ServerKind {
 pub(super) enum Dialect {
     /// SQLite 3.42 or newer (bundled with sqlx).
     Sqlite,
-    /// MySQL 8 or MariaDB 10.5 or newer.
+    /// MySQL 8 or MariaDB 10.5 or newer (MariaDB's `INSERT ... RETURNING`
+    /// is used where the server has it: `mariadb.rs`).
     MySql,
     /// PostgreSQL 12 or newer.
     Postgres,
@@ -323,8 +324,9 @@ impl Dialect {
     /// PostgreSQL only: one member's heartbeat (7 parameters, as
     /// [`Self::upsert_members`]) and a read of its election's lease (2
     /// parameters) in one statement, a data-modifying CTE: an idle follower's
-    /// one request per lease lifetime. `None` for the other dialects (MySQL
-    /// has no such statement; SQLite has no server to spare).
+    /// one request per lease lifetime. `None` for the other dialects
+    /// (MariaDB ≥ 10.5 has [`Self::mariadb_heartbeat_and_read`]; MySQL has
+    /// no such statement; SQLite has no server to spare).
     pub(super) fn heartbeat_and_read(
         self,
         leases: &str,
@@ -341,6 +343,58 @@ impl Dialect {
                  heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us) \
                  SELECT {columns} FROM {leases}, c WHERE namespace = ? AND election = ?",
                 self.with_now().trim_end()
+            ))
+        })
+    }
+
+    /// MariaDB 10.5 or newer only (MySQL has no `INSERT ... RETURNING`): one
+    /// member's heartbeat (7 parameters, as [`Self::upsert_members`]) that
+    /// returns its election's lease record (2 parameters: namespace,
+    /// election) in one statement, an idle follower's one request per lease
+    /// lifetime. `None` for the other dialects.
+    ///
+    /// The answer is one column, `lease`: `JSON_ARRAY(fields..., now µs)`
+    /// from ONE scalar subquery on the lease row, or `NULL` when there is no
+    /// lease row. One subquery reads the row once, so every value comes from
+    /// the same version of it: no torn record. (That subquery is a locking
+    /// read, since it runs inside an `INSERT`: it takes a shared lock on the
+    /// lease row for the statement, as `INSERT ... SELECT` does.)
+    ///
+    /// `innodb_lock_wait_timeout = 0` for this statement: the shared lock
+    /// must not wait behind a renewal or, worse, a leader's fenced
+    /// transaction (which holds the row for as long as the application's
+    /// work lasts), where a plain `SELECT` reads the last committed version
+    /// at once. On a conflict the statement fails at once with error 1205,
+    /// undoing the heartbeat too, and the caller falls back to the heartbeat
+    /// and the plain read side by side. The server's now is that of the
+    /// statement's start, as in every other statement; not waiting keeps it
+    /// the time the record was read at.
+    ///
+    /// The record is information for the follower (when to look again,
+    /// whom to follow); safety never rests on it: acquiring is still the
+    /// conditional `UPDATE` judged by the server's clock at that moment.
+    #[cfg(feature = "mysql")]
+    pub(super) fn mariadb_heartbeat_and_read(
+        self,
+        leases: &str,
+        members: &str,
+        fields: &[&str],
+    ) -> Option<String> {
+        (self == Dialect::MySql).then(|| {
+            let packed = fields
+                .iter()
+                .map(|f| format!("l.{f}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.finish(format!(
+                "SET STATEMENT innodb_lock_wait_timeout = 0 FOR \
+                 INSERT INTO {members} \
+                 (namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us) \
+                 VALUES (?, ?, ?, ?, ?, ?, {{now}}, {{now}}, {{now}} + ?) ON DUPLICATE KEY UPDATE \
+                 metadata = VALUES(metadata), priority = VALUES(priority), \
+                 heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us) \
+                 RETURNING (SELECT JSON_ARRAY({packed}, {{now}}) FROM {leases} AS l \
+                 WHERE l.namespace = ? AND l.election = ?) AS lease"
             ))
         })
     }

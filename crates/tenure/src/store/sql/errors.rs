@@ -20,6 +20,12 @@ fn db_code(e: &sqlx::Error) -> Option<(String, Option<u16>, String)> {
     ))
 }
 
+/// The MySQL/MariaDB error number of a database error, if it is one.
+#[cfg(feature = "mysql")]
+pub(crate) fn mysql_number(e: &sqlx::Error) -> Option<u16> {
+    db_code(e).and_then(|(_, number, _)| number)
+}
+
 pub(crate) fn is_missing_table(e: &sqlx::Error) -> bool {
     match db_code(e) {
         Some((code, number, msg)) => {

@@ -24,6 +24,7 @@
 //! | `batch.rs` | many renewals in one statement |
 //! | `push.rs` | PostgreSQL LISTEN/NOTIFY |
 //! | `bell.rs` | MySQL/MariaDB: a leader's doorbell for hand-over requests |
+//! | `mariadb.rs` | MariaDB ≥ 10.5: a follower's heartbeat and read in one statement |
 //! | `fenced.rs` | transactions fenced by the lease |
 //! | `schema.rs`, `errors.rs`, `tls.rs` | schema versions, error mapping, TLS parameters |
 
@@ -39,6 +40,8 @@ mod fenced;
 #[cfg(feature = "sqlite")]
 mod file_watch;
 mod heartbeats;
+#[cfg(feature = "mysql")]
+mod mariadb;
 #[cfg(feature = "mysql")]
 mod named_locks;
 #[cfg(feature = "postgres")]
@@ -88,6 +91,11 @@ pub struct SqlStore {
     /// MySQL/MariaDB wake-ups through named locks.
     #[cfg(feature = "mysql")]
     named_locks: Option<Arc<named_locks::NamedLocks>>,
+    /// MySQL/MariaDB: whether the server has `INSERT ... RETURNING`
+    /// (MariaDB 10.5 or newer), which makes a follower's heartbeat and
+    /// read one statement.
+    #[cfg(feature = "mysql")]
+    returning: mariadb::Returning,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<crate::store::gather::Batched<heartbeats::Heartbeats>>,
     reaps: Arc<crate::store::gather::Batched<reaps::Reaps>>,

@@ -39,6 +39,29 @@ const FIRST_PAUSE: Duration = Duration::from_millis(10);
 /// The pause before waking followers after a waiter's connection failed.
 const FAILED_WAIT_PAUSE: Duration = Duration::from_millis(100);
 
+/// A follower's waiter gives up after this many TTLs (a follower re-arms
+/// it at its next read if the lease is still held). Each wait is one
+/// statement, so this sets what waiting costs an idle follower: one
+/// `GET_LOCK` per 12 TTLs (at ttl 10 s, 0.008/s beside its read per TTL;
+/// two TTLs cost 0.05/s). The price: a waiter outlives a follower that
+/// stopped following (its elector shut down, its process stays) by at most
+/// this, holding a connection and one of [`MAX_WAITERS`] slots.
+const WAIT_TTLS: u32 = 12;
+
+/// A waiter whose `GET_LOCK` has not answered this long after its server
+/// timeout is on a connection that died without a word (a NAT or proxy
+/// dropped it): dropped, and the followers read.
+const WAIT_ANSWER_GRACE: Duration = Duration::from_secs(5);
+
+/// At most this many waiter connections are kept between waits, and for
+/// at most [`SPARE_IDLE`]: a follower re-arms its waiter at its next read,
+/// and a kept connection spares the server a new connection's statements
+/// (sqlx's session set-up, and the pool's statements prepared again on the
+/// connection that replaces the one taken out of it).
+const MAX_SPARE: usize = 4;
+/// How long a spare waiter connection is kept.
+const SPARE_IDLE: Duration = Duration::from_secs(60);
+
 /// How long the leader's `GET_LOCK` waits for a follower's waiter that holds
 /// the lock for the instant between being granted and releasing it.
 const LEADER_LOCK_WAIT_SECS: i64 = 2;
@@ -71,6 +94,8 @@ pub(super) struct NamedLocks {
     held: tokio::sync::Mutex<(Option<AnyConnection>, HashSet<String>)>,
     /// Elections with a waiter.
     waiting: Arc<Mutex<HashSet<ElectionKey>>>,
+    /// Waiter connections kept for the next wait, and since when.
+    spare: Mutex<Vec<(AnyConnection, Instant)>>,
     /// Lock frees started by [`Self::spawn_ended`] and not yet awaited by
     /// [`Self::settle`].
     freeing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -88,6 +113,7 @@ impl NamedLocks {
             wakeups,
             held: tokio::sync::Mutex::new((None, HashSet::new())),
             waiting: Arc::new(Mutex::new(HashSet::new())),
+            spare: Mutex::new(Vec::new()),
             freeing: Mutex::new(Vec::new()),
         }
     }
@@ -111,6 +137,43 @@ impl NamedLocks {
                 None
             }
         }
+    }
+
+    /// A connection for a waiter: a spare one if one was kept, else one
+    /// taken out of the pool.
+    async fn waiter_connection(&self) -> Option<AnyConnection> {
+        let kept = {
+            let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            let mut kept = None;
+            while let Some((conn, since)) = spare.pop() {
+                if since.elapsed() < SPARE_IDLE {
+                    kept = Some(conn);
+                    break;
+                }
+                // Too old to trust (the server's or a proxy's idle timeout
+                // may have closed it): dropped, which closes it.
+                drop(conn);
+            }
+            kept
+        };
+        match kept {
+            Some(conn) => Some(conn),
+            None => self.own_connection().await,
+        }
+    }
+
+    /// Keeps a waiter's healthy connection for the next wait, or closes it.
+    async fn done_with(&self, conn: AnyConnection) {
+        let conn = {
+            let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            spare.retain(|(_, since)| since.elapsed() < SPARE_IDLE);
+            if spare.len() < MAX_SPARE {
+                spare.push((conn, Instant::now()));
+                return;
+            }
+            conn
+        };
+        let _ = conn.close().await;
     }
 
     /// After acquiring `key`: hold its lock while leading (best effort).
@@ -236,17 +299,17 @@ impl NamedLocks {
     }
 
     /// Blocks in `GET_LOCK` until the leader frees the lock; then releases it
-    /// at once. Gives up after two TTLs (a follower reads again at the
-    /// lease's expiry anyway, and re-arms). Returns whether this process's
+    /// at once. Gives up after [`WAIT_TTLS`] TTLs (a follower reads again at
+    /// the lease's expiry anyway, and re-arms). Returns whether this process's
     /// subscribers must be woken: the caller does that once this key is no
     /// longer marked waiting, so the read it causes can re-arm a waiter (woken
     /// while still marked, a follower that found the lease taken again slept
     /// to its expiry through the next release).
     async fn wait(&self, key: &ElectionKey, name: &str, ttl: Duration) -> bool {
-        let Some(mut conn) = self.own_connection().await else {
+        let Some(mut conn) = self.waiter_connection().await else {
             return false;
         };
-        let until = Instant::now() + ttl * 2;
+        let until = Instant::now() + ttl * WAIT_TTLS;
         let mut pause = FIRST_PAUSE;
         let wake = loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -255,31 +318,44 @@ impl NamedLocks {
             }
             let timeout = i64::try_from(left.as_secs().clamp(1, 3600)).unwrap_or(3600);
             let asked = Instant::now();
-            let got = sqlx::query("SELECT GET_LOCK(?, ?)")
-                .bind(name)
-                .bind(timeout)
-                .fetch_one(&mut conn)
-                .await
-                .map(|r| r.try_get::<Option<i64>, _>(0));
+            let got = tokio::time::timeout(
+                Duration::from_secs(timeout.unsigned_abs()) + WAIT_ANSWER_GRACE,
+                sqlx::query("SELECT GET_LOCK(?, ?)")
+                    .bind(name)
+                    .bind(timeout)
+                    .fetch_one(&mut conn),
+            )
+            .await
+            .map(|r| r.map(|r| r.try_get::<Option<i64>, _>(0)));
             match got {
-                Ok(Ok(Some(1))) => {}
+                Ok(Ok(Ok(Some(1)))) => {}
                 // GET_LOCK timed out: the follower's read at the lease's
                 // expiry re-arms a waiter if the lease is still held.
-                Ok(Ok(Some(0))) => break false,
+                Ok(Ok(Ok(Some(0)))) => {
+                    self.done_with(conn).await;
+                    return false;
+                }
                 // The connection died while we waited (killed, server
-                // restarted): a release in the meantime would be missed, so
+                // restarted, or silently: no answer after the server's
+                // timeout): a release in the meantime would be missed, so
                 // the followers read (and re-arm) after a pause, which bounds
                 // a read-wait-fail loop where GET_LOCK fails at once.
                 _ => {
+                    drop(conn);
                     tokio::time::sleep(FAILED_WAIT_PAUSE.min(left)).await;
-                    break true;
+                    return true;
                 }
             }
             let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
                 .bind(name)
                 .execute(&mut conn)
                 .await;
-            if asked.elapsed() >= GRANTED_AT_ONCE || freed.is_err() {
+            if freed.is_err() {
+                // Closing the connection frees the lock if we still hold it.
+                let _ = conn.close().await;
+                return true;
+            }
+            if asked.elapsed() >= GRANTED_AT_ONCE {
                 break true; // the leader let go while we waited
             }
             // Granted at once: no leader holds the lock (yet, or any more).
@@ -288,7 +364,7 @@ impl NamedLocks {
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
         };
-        let _ = conn.close().await;
+        self.done_with(conn).await;
         wake
     }
 }

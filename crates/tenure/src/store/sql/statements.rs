@@ -8,6 +8,28 @@ use std::time::Duration;
 use super::dialect::Dialect;
 use crate::store::{Member, Tenure};
 
+/// The lease table's columns that make a lease record, in the order of
+/// [`RECORD_COLUMNS`] (which adds the server's now as `now_us`), and of
+/// MariaDB's packed record (`Dialect::mariadb_heartbeat_and_read`).
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+pub(super) const RECORD_FIELDS: [&str; 15] = [
+    "namespace",
+    "election",
+    "holder",
+    "metadata",
+    "term",
+    "version",
+    "ttl_us",
+    "acquired_us",
+    "renewed_us",
+    "expires_us",
+    "handover_to",
+    "handover_until_us",
+    "start_reason",
+    "prev_holder",
+    "prev_expires_us",
+];
+
 /// The columns every lease read returns, in the order [`decode_record`](super::decode::decode_record) expects.
 const RECORD_COLUMNS: &str = "namespace, election, holder, metadata, term, version, ttl_us, \
      acquired_us, renewed_us, expires_us, handover_to, handover_until_us, start_reason, \
@@ -30,6 +52,11 @@ pub(super) struct Statements {
     /// A member's heartbeat and its election's read in one statement, where
     /// the dialect has one (PostgreSQL).
     pub(super) heartbeat_and_read: Option<String>,
+    /// The same for MariaDB ≥ 10.5, whose answer is one packed column
+    /// (`Dialect::mariadb_heartbeat_and_read`); sent only once the server
+    /// is known to be one (`mariadb.rs`).
+    #[cfg(feature = "mysql")]
+    pub(super) mariadb_heartbeat_and_read: Option<String>,
     pub(super) list_all: String,
     pub(super) list_namespace: String,
     pub(super) insert_vacant: String,
@@ -94,6 +121,8 @@ impl Statements {
             ),
             read: dialect.select(&t, RECORD_COLUMNS, key, ""),
             heartbeat_and_read: dialect.heartbeat_and_read(&t, &m, RECORD_COLUMNS),
+            #[cfg(feature = "mysql")]
+            mariadb_heartbeat_and_read: dialect.mariadb_heartbeat_and_read(&t, &m, &RECORD_FIELDS),
             list_all: dialect.select(&t, RECORD_COLUMNS, "1 = 1", " ORDER BY namespace, election"),
             list_namespace: dialect.select(
                 &t,
@@ -203,4 +232,20 @@ pub(super) fn bind_tenure<'q>(query: Query<'q>, tenure: &'q Tenure) -> Query<'q>
         .bind(tenure.key.election.as_str())
         .bind(tenure.holder.as_str())
         .bind(term_i64(tenure.term))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_columns_are_the_record_fields_and_now() {
+        assert_eq!(
+            RECORD_COLUMNS
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            format!("{}, {{now}} AS now_us", RECORD_FIELDS.join(", "))
+        );
+    }
 }

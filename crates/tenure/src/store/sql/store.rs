@@ -259,7 +259,21 @@ impl LeaseStore for SqlStore {
                 .await;
             return self.record(row);
         }
-        // Elsewhere two statements side by side on two pooled connections:
+        #[cfg(feature = "mysql")]
+        match self.mariadb_heartbeat_and_read(member, ttl).await {
+            super::mariadb::Tried::Read(rec) => {
+                if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
+                    if r.is_held() {
+                        locks.follow(&member.key, r.ttl);
+                    }
+                }
+                return Ok(rec);
+            }
+            super::mariadb::Tried::Failed(e) => return Err(self.wrap(e)),
+            super::mariadb::Tried::FallBack => {}
+        }
+        // Elsewhere (MySQL, MariaDB before 10.5, SQLite) two statements
+        // side by side on two pooled connections:
         // the read must not wait for the heartbeat batch (up to `GATHER`
         // away), since a follower reads a crashed leader's lease at its
         // expiry and every millisecond there is failover time.
