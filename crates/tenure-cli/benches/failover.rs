@@ -10,7 +10,9 @@
 //! acquisition.
 //! The store runs on this host, so host and store clocks agree.
 //!
-//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--store URL|etcd|zk]...`
+//! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--bin PATH] [--store URL|etcd|zk]...`
+//! (`--bin`: another build of `tenure` for the candidates, e.g. the previous
+//! commit's, to compare on the same machine and store.)
 //! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis,
 //! and a private single-node etcd if the `etcd` binary is installed
 //! (`--store etcd` starts one too; `--store zk` a private ZooKeeper server). For etcd, "[store]" rows use the client
@@ -28,6 +30,7 @@ struct Opts {
     trials: usize,
     ttl: Duration,
     stores: Vec<String>,
+    bin: String,
 }
 
 fn parse() -> Opts {
@@ -35,6 +38,7 @@ fn parse() -> Opts {
         trials: 50,
         ttl: Duration::from_secs(2),
         stores: vec![],
+        bin: BIN.to_string(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -47,6 +51,7 @@ fn parse() -> Opts {
                     .unwrap_or(o.ttl)
             }
             "--store" => o.stores.extend(args.next()),
+            "--bin" => o.bin = args.next().unwrap_or(o.bin),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -82,6 +87,7 @@ fn line(name: &str, v: &mut [f64]) {
 }
 
 struct Bench<'a> {
+    bin: &'a str,
     store: DynStore,
     url: &'a str,
     key: ElectionKey,
@@ -93,7 +99,7 @@ struct Bench<'a> {
 impl<'a> Bench<'a> {
     fn spawn(&self, i: usize) -> Child {
         let ttl = humantime::format_duration(self.ttl).to_string();
-        Command::new(BIN)
+        Command::new(self.bin)
             .args([
                 "run",
                 "--store",
@@ -154,6 +160,7 @@ async fn run_store(url: &str, o: &Opts) {
     };
     let key = ElectionKey::new("default", format!("bench-{}", now_us()));
     let mut b = Bench {
+        bin: &o.bin,
         store,
         url,
         key,
@@ -164,6 +171,10 @@ async fn run_store(url: &str, o: &Opts) {
     b.procs = (0..3).map(|i| b.spawn(i)).collect();
     let (mut after_expiry, mut after_kill, mut after_release, mut after_sigterm) =
         (vec![], vec![], vec![], vec![]);
+    // Where a crash takeover's time goes: the kill until a read first shows
+    // the old lease gone (expired by the store; on etcd, its lessor's
+    // revocation), and from then to the new leader's acquisition.
+    let (mut kill_to_gone, mut gone_to_next) = (vec![], vec![]);
     let mut term = 0;
     for _ in 0..o.trials {
         let Some((idx, _)) = b.leader(term, o.ttl * 5).await else {
@@ -175,10 +186,22 @@ async fn run_store(url: &str, o: &Opts) {
         b.signal(idx, libc::SIGKILL);
         tokio::time::sleep(Duration::from_millis(30)).await; // an in-flight renewal may still land
         let Some(last) = b.read().await else { break };
+        let gone = loop {
+            match b.read().await {
+                Some(r) if r.term == last.term && r.is_held() => {}
+                _ => break Instant::now(),
+            }
+            if killed.elapsed() > o.ttl * 5 {
+                break Instant::now();
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        };
         let Some((_, next)) = b.leader(last.term + 1, o.ttl * 5).await else {
             break;
         };
         after_kill.push(killed.elapsed().as_secs_f64() * 1000.0);
+        kill_to_gone.push((gone - killed).as_secs_f64() * 1000.0);
+        gone_to_next.push(gone.elapsed().as_secs_f64() * 1000.0);
         after_expiry.push((next.acquired_at_us - last.expires_at_us) as f64 / 1000.0);
         term = next.term;
         b.procs[idx] = b.spawn(idx);
@@ -287,6 +310,14 @@ async fn run_store(url: &str, o: &Opts) {
         &mut after_expiry,
     );
     line("kill -9: kill -> new leader [host]", &mut after_kill);
+    line(
+        "kill -9: kill -> old lease seen gone [host]",
+        &mut kill_to_gone,
+    );
+    line(
+        "kill -9: old lease seen gone -> new leader [host]",
+        &mut gone_to_next,
+    );
     line(
         "graceful: release -> new leader [store]",
         &mut after_release,

@@ -21,7 +21,9 @@
 //!   stats (which counts them) alongside.
 //! - etcd (a private single node): grpc_server_msg_received_total of /metrics
 //!   summed (every request message, each lease keep-alive on its stream too);
-//!   grpc_server_handled_total (finished RPCs) alongside.
+//!   grpc_server_handled_total (finished RPCs) alongside, and the messages
+//!   of the methods tenure sends (Txn, Range, LeaseKeepAlive,
+//!   LeaseTimeToLive, LeaseGrant, Watch).
 //!
 //! SQLite has no server to count: skipped. The counters are server-wide
 //! (PostgreSQL's per database): anything else using the servers during a run
@@ -211,9 +213,24 @@ impl Counter {
                         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                         .sum()
                 };
+                // Per method too: what an idle candidate sends, by kind.
+                let method = |m: &str| -> f64 {
+                    let tag = format!("grpc_method=\"{m}\"");
+                    text.lines()
+                        .filter(|l| l.starts_with("grpc_server_msg_received_total{"))
+                        .filter(|l| l.contains(&tag))
+                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                        .sum()
+                };
                 Ok(vec![
                     ("msg_received", sum("grpc_server_msg_received_total{")),
                     ("handled", sum("grpc_server_handled_total{")),
+                    ("Txn", method("Txn")),
+                    ("Range", method("Range")),
+                    ("LeaseKeepAlive", method("LeaseKeepAlive")),
+                    ("LeaseTimeToLive", method("LeaseTimeToLive")),
+                    ("LeaseGrant", method("LeaseGrant")),
+                    ("Watch", method("Watch")),
                 ])
             }
         }

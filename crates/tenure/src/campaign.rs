@@ -318,6 +318,52 @@ impl Campaign {
         }
     }
 
+    /// The push channel's activity count, if the store ends expired leases
+    /// itself and pushes that ([`Capabilities::push_expiry`]), can count
+    /// what its channel delivers, and the channel is not known to be down;
+    /// `None`: read at the lease's expiry (or every `push_down_poll` while
+    /// the channel is down, see [`Self::wait_for`]).
+    ///
+    /// [`Capabilities::push_expiry`]: crate::store::Capabilities::push_expiry
+    fn push_activity(&self) -> Option<u64> {
+        if self.changes.is_none()
+            || !self.store.capabilities().push_expiry
+            || self.store.push_health().is_down()
+        {
+            return None;
+        }
+        self.store.push_activity()
+    }
+
+    /// A follower's wait on a held lease where the store pushes its end
+    /// (etcd: the lease key is deleted at expiry, and the watch sees it):
+    /// no read at the expiry. Every [`Timing::push_check_period`] (a TTL)
+    /// it looks at the push channel's activity count: if anything arrived
+    /// since `seen` (a healthy leader's renewals do, three times a TTL), the
+    /// channel is alive and it waits on; if nothing did, the channel may
+    /// have broken silently, and it reads. Returns `None` to read now
+    /// (pushed, or silent), or the transition a command demands.
+    async fn await_push(&mut self, mut seen: u64) -> Option<Next> {
+        loop {
+            let until = self.now() + self.timing().push_check_period;
+            if let Some(next) = self.idle_until(until).await {
+                return Some(next);
+            }
+            // Pushed, or the channel is down (its outage wakes followers
+            // too): read, and poll while it stays down.
+            if self.woken_by_push || self.store.push_health().is_down() {
+                return None;
+            }
+            match self.store.push_activity() {
+                Some(now) if now != seen => seen = now,
+                _ => {
+                    tracing::debug!(election = %self.config.key, "no push for a TTL: reading the lease");
+                    return None;
+                }
+            }
+        }
+    }
+
     fn publish_record(&self, rec: Option<&LeaseRecord>) {
         let state = match rec {
             Some(r) if r.is_held() => State::Following {
@@ -348,6 +394,9 @@ impl Campaign {
                 && age >= self.timing().ttl / 2;
             let member = fused.then(|| self.member());
             let member_ttl = self.timing().member_ttl;
+            // Counted before the read: anything the push channel delivers
+            // after this shows it alive.
+            let activity = self.push_activity();
             let sent = self.now();
             let read = match self
                 .follower_call("read", async move {
@@ -389,7 +438,15 @@ impl Campaign {
                                 Ok(false) => jittered(self.timing().retry_period),
                             }
                         }
-                        Some(r) if r.is_held() => self.wait_for(&r),
+                        Some(r) if r.is_held() => match activity {
+                            // The store ends the lease itself and pushes
+                            // that: wait for the push, not for the expiry.
+                            Some(seen) => match self.await_push(seen).await {
+                                Some(next) => return next,
+                                None => continue,
+                            },
+                            None => self.wait_for(&r),
+                        },
                         rec => match hold_off
                             .map(|h| h.saturating_sub(self.now()))
                             .filter(|w| !w.is_zero())

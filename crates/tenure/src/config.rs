@@ -219,6 +219,12 @@ pub(crate) struct Timing {
     /// short against any TTL. It only delays a takeover when the designated
     /// successor itself is gone.
     pub push_succession_grace: Duration,
+    /// Where the store pushes the lease's end (`Capabilities::push_expiry`),
+    /// how often a follower looks whether the push channel has delivered
+    /// anything (a leader's renewals show on it) instead of reading at the
+    /// lease's expiry; it reads only when nothing came: one TTL, in which a
+    /// healthy leader renews three times.
+    pub push_check_period: Duration,
     /// After resigning or handing over, how long this candidate stays out of
     /// the race and out of the member list, so another takes over.
     pub hold_off: Duration,
@@ -283,6 +289,7 @@ impl Timing {
             settle: Duration::from_millis(2),
             succession_grace: poll_period + Duration::from_millis(100),
             push_succession_grace: Duration::from_millis(250),
+            push_check_period: ttl,
             hold_off: (poll_period * 3).max(Duration::from_millis(250)),
             refused_free_retry: poll_period / 4,
             pushed_read_retry: Duration::from_millis(100),
@@ -622,6 +629,7 @@ mod tests {
             settle: MS(2),
             succession_grace: MS(180),
             push_succession_grace: MS(250),
+            push_check_period: MS(10_000),
             hold_off: MS(250),
             refused_free_retry: MS(20),
             pushed_read_retry: MS(100),

@@ -180,9 +180,11 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
          heartbeat transactions {beats}, heartbeats with a read first {beat_reads}"
     );
     // Each leader heartbeats every 1.5 TTLs (about 40 in the window), on a
-    // grid of TTL/2: a few transactions.
+    // grid of TTL/2; a heartbeat is a keep-alive of the member lease its
+    // registration names, so none rewrites its key (all 20 in one
+    // transaction if that lease had to be granted again, under load).
     assert!(
-        (1..=8).contains(&beats),
+        beats <= 1,
         "{beats} heartbeat transactions in {window:?} for 20 elections"
     );
     // Each registration was written by this process before the window: no

@@ -545,6 +545,280 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
     resign_reaches_the_leader_at_once("zookeeper", zk.url()).await;
 }
 
+/// etcd deletes an expired lease key itself and the watch pushes the
+/// deletion, so an idle follower there needs no read at the lease's expiry:
+/// what it sends per TTL is its member heartbeat (one keep-alive of its
+/// process lease every 1.5 TTLs), nothing else, while the leader renews. Six
+/// TTLs of 2 s, counted through `Instrumented` (store calls) and the etcd
+/// store's own counters (keep-alive rounds, heartbeat transactions). Before,
+/// the follower read at every expiry it saw (a transaction and a
+/// `LeaseTimeToLive`, with the heartbeat nested): 6-9 reads in six TTLs.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_follower_sends_one_heartbeat_per_ttl() {
+    use tenure::store::etcd::EtcdStore;
+    let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let options = StoreOptions::default();
+    let leader_store = tenure::store::connect(&etcd.url(), &options)
+        .await
+        .expect("leader's store");
+    let follower_store = tenure::store::connect(&etcd.url(), &options)
+        .await
+        .expect("follower's store");
+    let counted = Arc::new(Instrumented::new(follower_store.clone()));
+    let ttl = Duration::from_secs(2);
+    let leader = Elector::builder(leader_store)
+        .election("quiet-etcd")
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    let follower = Elector::builder(counted.clone() as DynStore)
+        .election("quiet-etcd")
+        .identity("follower")
+        .ttl(ttl)
+        .build()
+        .expect("follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Past the first registration and first reads.
+    tokio::time::sleep(ttl * 2).await;
+    let etcd_store = follower_store
+        .downcast_ref::<EtcdStore>()
+        .expect("an etcd store");
+    let reads = || counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead);
+    let (reads_before, calls_before) = (reads(), counted.total_calls());
+    let rounds_before = etcd_store.keep_alive_rounds();
+    let beats_before = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads();
+    let ttls = 6;
+    tokio::time::sleep(ttl * ttls).await;
+    let reads = reads() - reads_before;
+    let calls = counted.total_calls() - calls_before;
+    let rounds = etcd_store.keep_alive_rounds() - rounds_before;
+    let beats = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads() - beats_before;
+    eprintln!(
+        "etcd follower in {ttls} TTLs: {calls} store calls ({reads} reads), \
+         {rounds} keep-alive rounds, {beats} heartbeat transactions"
+    );
+    assert!(
+        reads <= 1,
+        "an idle etcd follower read the lease {reads} times in {ttls} TTLs (the watch pushes expiry)"
+    );
+    assert_eq!(
+        beats, 0,
+        "an idle etcd follower's heartbeats wrote its member key {beats} times in {ttls} TTLs \
+         (a keep-alive of the lease it names is the heartbeat)"
+    );
+    assert!(
+        rounds <= ttls as u64,
+        "an idle etcd follower sent {rounds} keep-alive rounds in {ttls} TTLs"
+    );
+    // The leader's member registration still reads as fresh to the follower,
+    // and the follower's to the leader: heartbeats by keep-alive count.
+    let key = tenure::store::ElectionKey::new("default", "quiet-etcd");
+    let members = follower_store.members(&key).await.expect("members");
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_micros() as i64;
+    assert_eq!(members.len(), 2, "{members:?}");
+    for m in &members {
+        assert!(m.is_fresh(now_us, ttl), "{} not fresh: {m:?}", m.identity);
+    }
+    // A crash of the leader (its tenure abandoned: the sweeper deletes the
+    // key, the watch pushes it) still hands over without a read at expiry.
+    leader.shutdown().await.expect("release");
+    tokio::time::timeout(Duration::from_millis(500), follower.acquired())
+        .await
+        .expect("a release wakes the follower")
+        .expect("follower leads");
+    follower.shutdown().await.expect("shutdown");
+}
+
+/// A store that claims [`Capabilities::push_expiry`] over the memory store,
+/// with a push channel that delivers nothing (a silently broken watch) and
+/// an activity count the test drives: the follower's fallback, in isolation.
+///
+/// [`Capabilities::push_expiry`]: tenure::store::Capabilities::push_expiry
+#[derive(Debug)]
+struct SilentPush {
+    inner: DynStore,
+    activity: Arc<std::sync::atomic::AtomicU64>,
+    _never: tokio::sync::broadcast::Sender<Option<tenure::store::ElectionKey>>,
+}
+
+#[async_trait::async_trait]
+impl LeaseStore for SilentPush {
+    fn capabilities(&self) -> tenure::store::Capabilities {
+        let mut c = self.inner.capabilities();
+        c.push = true;
+        c.push_expiry = true;
+        c
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn try_acquire(
+        &self,
+        claim: &tenure::store::Claim,
+    ) -> tenure::Result<tenure::store::Acquire> {
+        self.inner.try_acquire(claim).await
+    }
+    async fn renew(&self, tenure: &tenure::store::Tenure, ttl: Duration) -> tenure::Result<bool> {
+        self.inner.renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &tenure::store::Tenure) -> tenure::Result<bool> {
+        self.inner.release(tenure).await
+    }
+    async fn read(
+        &self,
+        key: &tenure::store::ElectionKey,
+    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.inner.read(key).await
+    }
+    async fn list(
+        &self,
+        namespace: Option<&str>,
+    ) -> tenure::Result<Vec<tenure::store::LeaseRecord>> {
+        self.inner.list(namespace).await
+    }
+    async fn heartbeat(&self, member: &tenure::store::Member, ttl: Duration) -> tenure::Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+    async fn heartbeat_and_read(
+        &self,
+        member: &tenure::store::Member,
+        ttl: Duration,
+    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.inner.heartbeat_and_read(member, ttl).await
+    }
+    async fn leave(&self, key: &tenure::store::ElectionKey, holder: &str) -> tenure::Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+    async fn members(
+        &self,
+        key: &tenure::store::ElectionKey,
+    ) -> tenure::Result<Vec<tenure::store::MemberRecord>> {
+        self.inner.members(key).await
+    }
+    async fn reap(&self, key: &tenure::store::ElectionKey) -> tenure::Result<u64> {
+        self.inner.reap(key).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &tenure::store::Tenure,
+        to: &tenure::store::Handover,
+        window: Duration,
+        reason: tenure::store::HandoverReason,
+    ) -> tenure::Result<bool> {
+        self.inner.hand_over(tenure, to, window, reason).await
+    }
+    async fn request_handover(
+        &self,
+        key: &tenure::store::ElectionKey,
+        to: &tenure::store::Handover,
+        window: Duration,
+        reason: tenure::store::HandoverReason,
+    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.inner.request_handover(key, to, window, reason).await
+    }
+    async fn history(
+        &self,
+        key: &tenure::store::ElectionKey,
+        limit: usize,
+    ) -> tenure::Result<Vec<tenure::store::HistoryRecord>> {
+        self.inner.history(key, limit).await
+    }
+    fn subscribe(&self) -> Option<tenure::store::Changes> {
+        Some(self._never.subscribe())
+    }
+    fn push_activity(&self) -> Option<u64> {
+        Some(self.activity.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// Where the store pushes the lease's end, a follower does not read at the
+/// lease's expiry while the push channel shows life (a leader's renewals);
+/// when the channel falls silent (nothing for a TTL) it reads anyway, so a
+/// crashed leader's expired lease is taken over although nothing was pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_reads_when_pushes_fall_silent() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let memory: DynStore = Arc::new(tenure::store::memory::MemoryStore::new());
+    let counted = Arc::new(Instrumented::new(memory.clone()));
+    let activity = Arc::new(AtomicU64::new(0));
+    let follower_store = Arc::new(SilentPush {
+        inner: counted.clone(),
+        activity: activity.clone(),
+        _never: tokio::sync::broadcast::channel(4).0,
+    });
+    let ttl = Duration::from_secs(1);
+    let leader = Elector::builder(memory)
+        .election("silent")
+        .identity("leader")
+        .ttl(ttl)
+        .release_on_shutdown(false)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    let follower = Elector::builder(follower_store as DynStore)
+        .election("silent")
+        .identity("follower")
+        .ttl(ttl)
+        .build()
+        .expect("follower");
+    let start = Instant::now();
+    while !matches!(
+        *follower.leadership().borrow(),
+        tenure::State::Following { .. }
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(5), "follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A live channel: something arrives every 200 ms (as renewals would).
+    let alive = Arc::new(AtomicBool::new(true));
+    let ticker = {
+        let (alive, activity) = (alive.clone(), activity.clone());
+        tokio::spawn(async move {
+            while alive.load(Ordering::SeqCst) {
+                activity.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let reads = || counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead);
+    let before = reads();
+    tokio::time::sleep(ttl * 4).await;
+    let idle_reads = reads() - before;
+    assert_eq!(
+        idle_reads, 0,
+        "a follower read {idle_reads} times in four TTLs while the push channel was alive"
+    );
+    // The channel falls silent and the leader crashes: nothing is pushed.
+    alive.store(false, Ordering::SeqCst);
+    ticker.await.expect("ticker");
+    leader.shutdown().await.expect("abandon");
+    let crashed = Instant::now();
+    tokio::time::timeout(ttl * 4, follower.acquired())
+        .await
+        .expect("the follower reads after a silent TTL and takes over the expired lease")
+        .expect("follower leads");
+    eprintln!(
+        "no read in four live TTLs; took over {:?} after the crash with the push channel silent",
+        crashed.elapsed()
+    );
+    follower.shutdown().await.expect("shutdown");
+}
+
 /// MariaDB's `Questions` (statements received from clients) and
 /// `Connections` (connection attempts), server-wide, read by one statement
 /// that counts itself among the questions.

@@ -375,6 +375,15 @@ pub struct Capabilities {
     /// revisions). When false, each acquisition's term is exactly the
     /// previous term + 1.
     pub sparse_terms: bool,
+    /// The store itself ends an expired lease and pushes that end like a
+    /// release (etcd: the lease key is attached to an etcd lease, which etcd
+    /// deletes at expiry, and a tenure abandoned by a live process is deleted
+    /// by that process's sweeper; the watch sees both). A follower then
+    /// needs no read at the lease's expiry: it waits for the push, and reads
+    /// only when [`LeaseStore::push_activity`] shows the push channel silent
+    /// for a TTL. Never a safety matter: acquisitions are the same
+    /// compare-and-set either way.
+    pub push_expiry: bool,
 }
 
 /// The storage contract.
@@ -500,6 +509,17 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         None
     }
 
+    /// A count of everything the push channel has delivered so far,
+    /// including changes that wake nobody (etcd: every renewal rewrites its
+    /// election's state key, and the watch sees it), or `None` if the store
+    /// cannot tell. A follower of a store with [`Capabilities::push_expiry`]
+    /// reads the lease only when this count stood still for a TTL: a
+    /// channel that delivers the leader's renewals is alive, so the lease's
+    /// end will be pushed too.
+    fn push_activity(&self) -> Option<u64> {
+        None
+    }
+
     /// How this process's push channel to the store stands: followers read
     /// at a slow period instead of waiting for pushes while it is
     /// [`PushHealth::Down`], and `tenure status` shows it. The default is
@@ -608,6 +628,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn subscribe(&self) -> Option<Changes> {
         (**self).subscribe()
+    }
+    fn push_activity(&self) -> Option<u64> {
+        (**self).push_activity()
     }
     fn push_health(&self) -> PushHealth {
         (**self).push_health()

@@ -282,6 +282,11 @@ impl LeaseStore for Instrumented {
     fn subscribe(&self) -> Option<Changes> {
         self.inner.subscribe()
     }
+
+    fn push_activity(&self) -> Option<u64> {
+        self.inner.push_activity()
+    }
+
     fn push_health(&self) -> crate::store::PushHealth {
         self.inner.push_health()
     }

@@ -175,6 +175,7 @@ impl EtcdStore {
             Ok(Ok(_)) => {}
         }
         let (tx, _) = broadcast::channel(1024);
+        let activity = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let push = Arc::new(crate::store::push_health::PushMonitor::new(
             super::watch::WHAT,
         ));
@@ -182,6 +183,7 @@ impl EtcdStore {
             client.clone(),
             options.table_prefix.clone(),
             tx.clone(),
+            activity.clone(),
             described.clone(),
             Arc::clone(&push),
         ));
@@ -206,6 +208,7 @@ impl EtcdStore {
             leases: Mutex::new(HashMap::new()),
             held: Mutex::new(Held::default()),
             changes: tx,
+            activity,
             push,
             watcher,
             sweeper: Mutex::new(None),

@@ -276,17 +276,24 @@ impl Inner {
 
     /// Remaining TTL of a lease, in whole seconds; `None` if it is gone.
     pub(super) async fn lease_ttl(&self, id: i64) -> Result<Option<Duration>> {
+        Ok(self.lease_times(id).await?.map(|(left, _)| left))
+    }
+
+    /// Remaining and granted TTL of a lease, in whole seconds (the remaining
+    /// one rounded down by etcd); `None` if it is gone.
+    pub(super) async fn lease_times(&self, id: i64) -> Result<Option<(Duration, Duration)>> {
         if id == 0 {
             return Ok(None);
         }
         let c = self.client.clone();
+        let secs = |s: i64| Duration::from_secs(u64::try_from(s).unwrap_or(0));
         match retry(
             &c,
             |mut c| async move { c.lease_time_to_live(id, None).await },
         )
         .await
         {
-            Ok(r) if r.ttl() >= 0 => Ok(Some(Duration::from_secs(r.ttl() as u64))),
+            Ok(r) if r.ttl() >= 0 => Ok(Some((secs(r.ttl()), secs(r.granted_ttl())))),
             Ok(_) => Ok(None),
             Err(e) if is_lease_not_found(&e) => Ok(None),
             Err(e) => Err(self.map_err(e)),

@@ -8,6 +8,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::clock::{now_us, us};
 use super::keys::{seg, unseg};
+use super::lease::SECOND;
 use super::retry::retry;
 use super::sweeper::HeldMember;
 use super::values::MemberValue;
@@ -18,8 +19,10 @@ use crate::store::{identity_of, ElectionKey, LeaseRecord, Member, MemberRecord};
 impl Inner {
     /// Marks the registration as kept up by this process (for the sweeper)
     /// and returns the member lease to name in its value. Membership is about
-    /// liveness, not safety: a lease round from the last half of the
-    /// registration's TTL will do (the lease then lives at least that long).
+    /// liveness, not safety, but the keep-alive is the heartbeat readers see
+    /// (`members` dates the last one from the lease's remaining TTL): a
+    /// round from the last thirtieth of the registration's TTL (the
+    /// heartbeats of one grid instant) will do, else a new one.
     async fn member_lease(&self, member: &Member, ttl: Duration, started: Instant) -> Result<i64> {
         {
             let mut held = self.held();
@@ -31,11 +34,12 @@ impl Inner {
                     sweep_after: started + ttl,
                     mod_rev: 0,
                     joined_at_us: 0,
+                    lease: 0,
                 });
             m.sweep_after = m.sweep_after.max(started + ttl);
             m.ttl = ttl;
         }
-        self.process_lease(ttl).recent(self, ttl / 2).await
+        self.process_lease(ttl).recent(self, ttl / 30).await
     }
 
     fn member_key(&self, member: &Member) -> String {
@@ -62,15 +66,14 @@ impl Inner {
         serde_json::to_vec(&v).map_err(|e| self.protocol(e.to_string()))
     }
 
-    /// After a heartbeat that applied at `revision`: (re-)tracked even if
-    /// swept meanwhile, the key exists again.
+    /// After a heartbeat that applied at `revision` naming `lease`:
+    /// (re-)tracked even if swept meanwhile, the key exists again.
     fn heartbeat_applied(
         &self,
         member: &Member,
         ttl: Duration,
         started: Instant,
-        revision: i64,
-        joined: i64,
+        (revision, joined, lease): (i64, i64, i64),
     ) {
         let mut held = self.held();
         let m = held
@@ -81,36 +84,51 @@ impl Inner {
                 sweep_after: started + ttl,
                 mod_rev: 0,
                 joined_at_us: joined,
+                lease,
             });
         m.sweep_after = m.sweep_after.max(started + ttl);
         m.mod_rev = revision;
         m.joined_at_us = joined;
+        m.lease = lease;
     }
 
-    /// What this process last wrote for the registration: its revision and
-    /// join time, if it wrote one.
-    fn last_heartbeat(&self, member: &Member) -> Option<(i64, i64)> {
+    /// What this process last wrote for the registration: its revision,
+    /// join time and the lease it names, if it wrote one.
+    fn last_heartbeat(&self, member: &Member) -> Option<(i64, i64, i64)> {
         let held = self.held();
         let m = held
             .members
             .get(&(member.key.clone(), member.holder.clone()))?;
-        (m.mod_rev > 0).then_some((m.mod_rev, m.joined_at_us))
+        (m.mod_rev > 0).then_some((m.mod_rev, m.joined_at_us, m.lease))
     }
 
     pub(super) async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         let started = Instant::now();
         let lease_id = self.member_lease(member, ttl, started).await?;
         let mk = self.member_key(member);
-        // The usual case: the key is as this process last wrote it, so the
-        // write needs no read first, and joins the heartbeats of this instant.
-        if let Some((rev, joined)) = self.last_heartbeat(member) {
+        // The usual case: the key is as this process last wrote it, naming
+        // the lease just kept alive. That keep-alive is the heartbeat: the
+        // registration is live while the lease is, and readers date the last
+        // heartbeat from the lease's TTL. Nobody else rewrites the key (a
+        // reap deletes only keys whose lease is gone; our sweeper forgets a
+        // registration it lapses, and the next heartbeat writes it again).
+        if let Some((rev, joined, lease)) = self.last_heartbeat(member) {
+            if lease == lease_id {
+                self.heartbeat_applied(member, ttl, started, (rev, joined, lease));
+                return Ok(());
+            }
+        }
+        // The lease changed (it expired and a new one was granted): write
+        // the key conditional on our last write, joining the heartbeats of
+        // this instant.
+        if let Some((rev, joined, _)) = self.last_heartbeat(member) {
             let v = self.member_value(member, ttl, lease_id, joined, now_us())?;
             let beat = Txn::new()
                 .when([Compare::mod_revision(mk.clone(), CompareOp::Equal, rev)])
                 .and_then([TxnOp::put(mk.clone(), v, None)]);
             let group = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
             if let (true, revision) = self.batches.heartbeats.call(group, beat).await? {
-                self.heartbeat_applied(member, ttl, started, revision, joined);
+                self.heartbeat_applied(member, ttl, started, (revision, joined, lease_id));
                 return Ok(());
             }
         }
@@ -139,7 +157,7 @@ impl Inner {
         let r = self.txn(txn).await.map_err(|e| self.map_err(e))?;
         if r.succeeded() {
             if let Some(h) = r.header() {
-                self.heartbeat_applied(member, ttl, started, h.revision(), joined);
+                self.heartbeat_applied(member, ttl, started, (h.revision(), joined, lease_id));
             }
         }
         Ok(())
@@ -156,11 +174,16 @@ impl Inner {
         ttl: Duration,
     ) -> Result<Option<LeaseRecord>> {
         let started = Instant::now();
-        let Some((rev, joined)) = self.last_heartbeat(member) else {
+        let Some((rev, joined, lease)) = self.last_heartbeat(member) else {
             self.heartbeat(member, ttl).await?;
             return self.read(&member.key).await;
         };
         let lease_id = self.member_lease(member, ttl, started).await?;
+        if lease == lease_id {
+            // The keep-alive was the heartbeat (see `heartbeat`).
+            self.heartbeat_applied(member, ttl, started, (rev, joined, lease));
+            return self.read(&member.key).await;
+        }
         let mk = self.member_key(member);
         let v = self.member_value(member, ttl, lease_id, joined, now_us())?;
         let beat = Txn::new()
@@ -169,7 +192,7 @@ impl Inner {
         let ((snap, _), beat) = self.snapshot_with(&member.key, Some(beat)).await?;
         match beat {
             Some((true, revision)) => {
-                self.heartbeat_applied(member, ttl, started, revision, joined)
+                self.heartbeat_applied(member, ttl, started, (revision, joined, lease_id))
             }
             _ => self.heartbeat(member, ttl).await?,
         }
@@ -199,7 +222,6 @@ impl Inner {
             .await
             .map_err(|e| self.map_err(e))?;
         let mut rows = Vec::new();
-        let mut ttls: HashMap<i64, Option<Duration>> = HashMap::new();
         for kv in resp.kvs() {
             let Ok(v) = serde_json::from_slice::<MemberValue>(kv.value()) else {
                 continue;
@@ -211,11 +233,17 @@ impl Inner {
             else {
                 continue;
             };
-            if let std::collections::hash_map::Entry::Vacant(e) = ttls.entry(v.lease) {
-                e.insert(self.lease_ttl(v.lease).await?);
-            }
             rows.push((kv.create_revision(), holder, v));
         }
+        // The leases' TTLs side by side, not one round trip after another:
+        // a follower reads the member list on its way to a takeover.
+        let mut leases: Vec<i64> = rows.iter().map(|r| r.2.lease).collect();
+        leases.sort_unstable();
+        leases.dedup();
+        let times =
+            futures_util::future::try_join_all(leases.iter().map(|&l| self.lease_times(l))).await?;
+        let ttls: HashMap<i64, Option<(Duration, Duration)>> =
+            leases.into_iter().zip(times).collect();
         let now = now_us();
         rows.sort_by(|a, b| {
             b.2.priority
@@ -226,7 +254,20 @@ impl Inner {
         Ok(rows
             .into_iter()
             .map(|(_, holder, v)| {
-                let left = ttls.get(&v.lease).copied().flatten();
+                let times = ttls.get(&v.lease).copied().flatten();
+                let left = times.map(|(left, _)| left);
+                // A heartbeat is a keep-alive of the lease the value names
+                // (the key is written only when that lease changes): the last
+                // one was granted − remaining ago by etcd's count. etcd rounds
+                // the remaining TTL down to whole seconds, so that overstates
+                // the age by up to a second: take the second off. (Only this
+                // reader's clock: the value's time is the writer's.)
+                let heartbeat_at_us = match times {
+                    Some((left, granted)) => {
+                        now - us(granted.saturating_sub(left).saturating_sub(SECOND))
+                    }
+                    None => v.heartbeat_at_us,
+                };
                 MemberRecord {
                     key: key.clone(),
                     identity: identity_of(&holder).to_string(),
@@ -234,7 +275,7 @@ impl Inner {
                     metadata: v.metadata,
                     priority: v.priority,
                     joined_at_us: v.joined_at_us,
-                    heartbeat_at_us: v.heartbeat_at_us,
+                    heartbeat_at_us,
                     expires_at_us: left.map(|l| now + us(l)).unwrap_or(v.heartbeat_at_us),
                     live: left.is_some(),
                 }

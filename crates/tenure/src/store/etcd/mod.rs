@@ -115,6 +115,9 @@ struct Inner {
     /// What this store holds on those leases, for the sweeper.
     held: Mutex<Held>,
     changes: broadcast::Sender<Option<ElectionKey>>,
+    /// Watch events received so far, including those that wake nobody (the
+    /// state key every renewal rewrites): the watch's sign of life.
+    activity: Arc<std::sync::atomic::AtomicU64>,
     /// How the watch stands.
     push: Arc<crate::store::push_health::PushMonitor>,
     watcher: tokio::task::JoinHandle<()>,
@@ -223,6 +226,10 @@ impl LeaseStore for EtcdStore {
             durable: true,
             min_ttl: SECOND,
             sparse_terms: true,
+            // etcd deletes the lease key when the process lease expires, and
+            // the sweeper deletes a tenure its live process stopped renewing:
+            // the watch sees both, as it sees a release.
+            push_expiry: true,
         }
     }
     fn describe(&self) -> String {
@@ -291,6 +298,9 @@ impl LeaseStore for EtcdStore {
     }
     fn subscribe(&self) -> Option<Changes> {
         Some(self.inner.changes.subscribe())
+    }
+    fn push_activity(&self) -> Option<u64> {
+        Some(self.inner.activity.load(Ordering::Relaxed))
     }
     fn push_health(&self) -> crate::store::PushHealth {
         self.inner.push.health()

@@ -58,6 +58,10 @@ pub(super) struct HeldMember {
     pub(super) mod_rev: i64,
     /// When the registration was first written (kept across heartbeats).
     pub(super) joined_at_us: i64,
+    /// The process lease the registration names (0: none written yet). While
+    /// it is the lease heartbeats keep alive, a heartbeat is that keep-alive
+    /// alone: the key needs no rewrite.
+    pub(super) lease: i64,
 }
 
 /// Counts an acquisition in progress for the sweeper, until dropped.

@@ -1,5 +1,6 @@
 //! The watch: changes under the prefix → wake-ups for followers.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use etcd_client::{Client, WatchOptions};
@@ -13,13 +14,15 @@ use crate::store::push_outage::{Backoff, PushOutage};
 pub(super) const WHAT: &str = "etcd watch";
 use crate::store::ElectionKey;
 
-/// Watches the prefix and turns changes of lease, state and hand-over keys
-/// into notifications; reconnects with back-off and then says "anything may
-/// have changed" (`None`).
+/// Watches the prefix and turns changes of lease and hand-over keys into
+/// notifications; reconnects with back-off and then says "anything may have
+/// changed" (`None`). Every event received, also those that wake nobody,
+/// counts in `activity`: followers read only when it stands still.
 pub(super) async fn watch_loop(
     client: Client,
     prefix: String,
     tx: broadcast::Sender<Option<ElectionKey>>,
+    activity: Arc<AtomicU64>,
     described: String,
     monitor: Arc<PushMonitor>,
 ) {
@@ -53,6 +56,7 @@ pub(super) async fn watch_loop(
                                 break;
                             }
                             for ev in resp.events() {
+                                activity.fetch_add(1, Ordering::Relaxed);
                                 let Some(kv) = ev.kv() else { continue };
                                 // Every renewal rewrites the state key's
                                 // informational times: waking followers for

@@ -358,6 +358,10 @@ impl LeaseStore for ZkStore {
             durable: true,
             min_ttl: Duration::ZERO,
             sparse_terms: false,
+            // A lease ended by its `mtime + ttl` (a live session whose
+            // elector stopped renewing) is deleted only by the next
+            // acquirer's multi-op: nothing pushes it.
+            push_expiry: false,
         }
     }
     fn describe(&self) -> String {
