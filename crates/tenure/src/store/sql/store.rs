@@ -17,6 +17,30 @@ use crate::store::{
 };
 
 impl SqlStore {
+    /// The rows of a listing: `all` without a namespace, `in_namespace`
+    /// (one `?`) with one.
+    async fn fetch_listed(
+        &self,
+        all: &str,
+        in_namespace: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<sqlx::any::AnyRow>> {
+        let fetched = match namespace {
+            Some(ns) => {
+                sqlx::query(&sent(self.dialect, in_namespace))
+                    .bind(ns)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            None => {
+                sqlx::query(&sent(self.dialect, all))
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        };
+        fetched.map_err(|e| self.wrap(e))
+    }
+
     /// A tenure of `key` ended here: free its named lock (MySQL), waking
     /// the followers that wait on it.
     fn named_lock_ended(&self, key: &ElectionKey) {
@@ -311,20 +335,14 @@ impl LeaseStore for SqlStore {
     }
 
     async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
-        let rows = match namespace {
-            Some(ns) => {
-                sqlx::query(&sent(self.dialect, &self.statements.members_namespace))
-                    .bind(ns)
-                    .fetch_all(&self.pool)
-                    .await
-            }
-            None => {
-                sqlx::query(&sent(self.dialect, &self.statements.members_all))
-                    .fetch_all(&self.pool)
-                    .await
-            }
-        }
-        .map_err(|e| self.wrap(e))?;
+        let statements = &self.statements;
+        let rows = self
+            .fetch_listed(
+                &statements.members_all,
+                &statements.members_namespace,
+                namespace,
+            )
+            .await?;
         rows.iter()
             .map(decode_member)
             .collect::<Result<Vec<_>, _>>()
@@ -418,20 +436,10 @@ impl LeaseStore for SqlStore {
     }
 
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
-        let rows = match namespace {
-            Some(ns) => {
-                sqlx::query(&sent(self.dialect, &self.statements.list_namespace))
-                    .bind(ns)
-                    .fetch_all(&self.pool)
-                    .await
-            }
-            None => {
-                sqlx::query(&sent(self.dialect, &self.statements.list_all))
-                    .fetch_all(&self.pool)
-                    .await
-            }
-        }
-        .map_err(|e| self.wrap(e))?;
+        let statements = &self.statements;
+        let rows = self
+            .fetch_listed(&statements.list_all, &statements.list_namespace, namespace)
+            .await?;
         let records = rows
             .iter()
             .map(decode_record)
