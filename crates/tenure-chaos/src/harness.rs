@@ -269,7 +269,13 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         // stepped candidate usually won first and leadership stayed among the
         // stepped ones (they see every lease end early): the check passed a
         // broken setup (CI, stop 17).
-        if run.args.store_clock_step && i == 1 {
+        // The same for the wall-clock bug: c0 (clock furthest behind) must
+        // lead first. When c4 (2 h ahead) won the start, its leases looked
+        // hours long to everyone else, it kept leadership through every
+        // fault, and the check passed a broken build (CI, seed 10258: all
+        // eleven faults on c4, no violation).
+        let wall_clock_bug = run.args.bug.as_deref() == Some("wall-clock");
+        if (run.args.store_clock_step || wall_clock_bug) && i == 1 {
             run.wait_for_a_leader(run.args.ttl * 10).await;
         }
         // A clock offset for some from the start: the wall-clock bug shows at once.
