@@ -183,6 +183,7 @@ impl Campaign {
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 _ = changed(&mut self.changes, Some(&key)) => {
+                    tracing::trace!(election = %key, "woken by a push");
                     self.woken_by_push = true;
                     return None;
                 }
@@ -523,6 +524,7 @@ impl Campaign {
                 && Some(m.holder.as_str()) != r.holder.as_deref()
                 && Some(m.holder.as_str()) != r.previous_holder.as_deref()
         });
+        tracing::debug!(election = %self.config.key, term = r.term, successor = successor.map(|s| s.holder.as_str()), "lease free");
         match successor {
             None => Ok(None),
             Some(s) if s.holder == self.config.holder => Ok(None),

@@ -122,12 +122,16 @@ impl Bell {
             .and_then(|r| r.try_get::<Option<i64>, _>(0));
         let id = match holder {
             Ok(Some(id)) => id,
-            Ok(None) => return, // no bell: an older leader, or none
+            Ok(None) => {
+                tracing::trace!(bell = name, "no doorbell to ring");
+                return; // no bell: an older leader, or none
+            }
             Err(e) => {
                 tracing::debug!("doorbell not found: {e}");
                 return;
             }
         };
+        tracing::trace!(bell = name, connection = id, "ringing the doorbell");
         // KILL takes no placeholders; the id is an integer from the server.
         if let Err(e) = sqlx::raw_sql(&format!("KILL QUERY {id}"))
             .execute(&self.pool)
@@ -235,6 +239,11 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
                 Ok(Ok(row)) => {
                     if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(0) {
                         held.insert(name.clone());
+                    } else {
+                        tracing::trace!(
+                            bell = name.as_str(),
+                            "doorbell held by another connection"
+                        );
                     }
                 }
                 Ok(Err(e)) if interrupted(&e) => rung = true,

@@ -327,6 +327,7 @@ impl NamedLocks {
             )
             .await
             .map(|r| r.map(|r| r.try_get::<Option<i64>, _>(0)));
+            tracing::trace!(election = %key, after = ?asked.elapsed(), result = ?got.as_ref().map(|r| r.as_ref().map(|r| r.as_ref().ok().copied())), "lock waiter answered");
             match got {
                 Ok(Ok(Ok(Some(1)))) => {}
                 // GET_LOCK timed out: the follower's read at the lease's
