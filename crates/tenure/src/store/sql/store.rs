@@ -216,7 +216,7 @@ impl LeaseStore for SqlStore {
                     let (locks, key) = (locks.clone(), rec.key.clone());
                     tokio::spawn(async move { locks.leading(&key).await });
                 }
-                Ok(Acquire::Held(Some(rec))) if rec.is_held() => locks.follow(&rec.key, rec.ttl),
+                Ok(Acquire::Held(rec)) => locks.seen(&claim.key, rec.as_ref()),
                 _ => {}
             }
         }
@@ -287,10 +287,8 @@ impl LeaseStore for SqlStore {
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
             super::mariadb::Tried::Read(rec) => {
-                if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
-                    if r.is_held() {
-                        locks.follow(&member.key, r.ttl);
-                    }
+                if let Some(locks) = &self.named_locks {
+                    locks.seen(&member.key, rec.as_ref());
                 }
                 return Ok(rec);
             }
@@ -427,10 +425,8 @@ impl LeaseStore for SqlStore {
         let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(&mut conn, key).await?;
         #[cfg(feature = "mysql")]
-        if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
-            if r.is_held() {
-                locks.follow(key, r.ttl);
-            }
+        if let Some(locks) = &self.named_locks {
+            locks.seen(key, rec.as_ref());
         }
         Ok(rec)
     }
@@ -448,8 +444,8 @@ impl LeaseStore for SqlStore {
         // Observers list; they are woken like followers.
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            for r in records.iter().filter(|r| r.is_held()) {
-                locks.follow(&r.key, r.ttl);
+            for r in &records {
+                locks.seen(&r.key, Some(r));
             }
         }
         Ok(records)
