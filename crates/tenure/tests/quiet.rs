@@ -1274,3 +1274,78 @@ async fn mariadb_release_after_a_crash_takeover_goes_to_the_successor() {
         c.shutdown().await.expect("shutdown");
     }
 }
+
+/// MySQL/MariaDB: a resign request reaches a new leader whose doorbell the
+/// previous leader's process still held when it took over. A process that
+/// exits (or crashes) with its bell connection asleep in `SLEEP(600)` keeps
+/// the bell until the server notices the dead client (seconds); the new
+/// leader's bell task found it taken and asked again every second, a
+/// request meanwhile rang the dead connection, and the leader heard of it
+/// only at its next renewal (issue 10's resign tail: 400-650 ms at ttl 2 s;
+/// here ttl 30 s, so a renew period of 10 s). Now the new leader interrupts
+/// the stale holder's sleep itself (the server then drops the dead client),
+/// waits for the bell, and reads once when it gets it late.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_resign_reaches_a_leader_whose_bell_was_held() {
+    use tenure::store::{Acquire, Claim, ElectionKey, Tenure};
+    let url = servers::mysql_url();
+    let options = StoreOptions::default();
+    let Some(requester) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let ttl = Duration::from_secs(30);
+    let election = format!("stale-bell-{:08x}", rand::random::<u32>());
+    let key = ElectionKey::new("default", &election);
+    // The previous leader: it leads long enough to ring up its bell, frees
+    // the lease, and its process goes (the store dropped: its connections
+    // close, the one asleep holding the bell stays on the server).
+    let previous = tenure::store::connect(&url, &options)
+        .await
+        .expect("store");
+    let claim = Claim {
+        key: key.clone(),
+        holder: "previous#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let Acquire::Acquired(held) = previous.try_acquire(&claim).await.expect("acquire") else {
+        panic!("a free election is acquired");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(previous);
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "previous#1".into(),
+        term: held.term,
+    };
+    assert!(requester.release(&tenure).await.expect("release"));
+    let store = tenure::store::connect(&url, &options)
+        .await
+        .expect("store");
+    let leader = Elector::builder(store)
+        .election(election.clone())
+        .identity("next")
+        .ttl(ttl)
+        .build()
+        .expect("elector");
+    let leadership = tokio::time::timeout(Duration::from_secs(5), leader.acquired())
+        .await
+        .expect("leads within 5 s")
+        .expect("leads");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    tenure::handover::resign(&requester, &key)
+        .await
+        .expect("resign request");
+    tokio::time::timeout(Duration::from_secs(2), leadership.lost())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the leader did not hear of the resign request within 2 s (its renewal is 10 s away)")
+        });
+    eprintln!(
+        "mariadb: the leader stepped down {:?} after the request",
+        asked.elapsed()
+    );
+    leader.shutdown().await.expect("shutdown");
+}
