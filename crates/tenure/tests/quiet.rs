@@ -1300,9 +1300,7 @@ async fn mariadb_resign_reaches_a_leader_whose_bell_was_held() {
     // The previous leader: it leads long enough to ring up its bell, frees
     // the lease, and its process goes (the store dropped: its connections
     // close, the one asleep holding the bell stays on the server).
-    let previous = tenure::store::connect(&url, &options)
-        .await
-        .expect("store");
+    let previous = tenure::store::connect(&url, &options).await.expect("store");
     let claim = Claim {
         key: key.clone(),
         holder: "previous#1".into(),
@@ -1320,9 +1318,7 @@ async fn mariadb_resign_reaches_a_leader_whose_bell_was_held() {
         term: held.term,
     };
     assert!(requester.release(&tenure).await.expect("release"));
-    let store = tenure::store::connect(&url, &options)
-        .await
-        .expect("store");
+    let store = tenure::store::connect(&url, &options).await.expect("store");
     let leader = Elector::builder(store)
         .election(election.clone())
         .identity("next")
