@@ -32,7 +32,7 @@ impl PushHub {
     pub(super) fn new(url: String, prefix: &str) -> Self {
         Self {
             url,
-            channel: format!("{prefix}changes"),
+            channel: super::statements::changes_channel(prefix),
             wakeups: Wakeups::new(),
             monitor: Arc::new(PushMonitor::new(WHAT)),
         }
