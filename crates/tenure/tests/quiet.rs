@@ -327,6 +327,93 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
     }
 }
 
+/// The server processes of every PostgreSQL LISTEN connection on `url`.
+async fn listener_backends(url: &str) -> Vec<i32> {
+    let mut admin = sqlx::PgConnection::connect(url).await.expect("admin");
+    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+        .fetch_all(&mut admin)
+        .await
+        .expect("listener backends")
+}
+
+/// Stops (SIGSTOP) or resumes (SIGCONT) server processes of a private server.
+fn signal_backends(pids: &[i32], signal: libc::c_int) {
+    for &pid in pids {
+        // SAFETY: kill(2) on a backend of this test's own private server.
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "signal backend {pid}"
+        );
+    }
+}
+
+/// A PostgreSQL LISTEN connection that stays open but delivers nothing (its
+/// server process stopped with SIGSTOP; a half-open connection, or a pooler
+/// that drops notifications, looks the same): the store's probe notices, says
+/// so (`push_health()` down), reopens the channel (up again), and a follower
+/// whose wake-up was lost with the stopped connection takes over in seconds,
+/// not at the 30 s expiry. A private server: its processes are ours to stop.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_push_that_delivers_nothing_is_noticed() {
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::Postgres, ServerOptions::default()) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default().with_push_probe_period(Duration::from_secs(2));
+    // The store alone: down while its listener is stopped, up once reopened.
+    let store = tenure::store::connect(&url, &options).await.expect("store");
+    let _changes = store.subscribe().expect("PostgreSQL pushes");
+    let wait_for = |what: &'static str, up: bool| {
+        let store = store.clone();
+        async move {
+            let start = Instant::now();
+            loop {
+                let h = store.push_health();
+                if h.is_down() != up && !matches!(h, tenure::store::PushHealth::NotOpen { .. }) {
+                    return h;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(15),
+                    "{what}: still {h:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    wait_for("opens", true).await;
+    let stopped = listener_backends(&url).await;
+    assert_eq!(stopped.len(), 1, "one listener: {stopped:?}");
+    signal_backends(&stopped, libc::SIGSTOP);
+    let down = wait_for("a listener that delivers nothing is seen down", false).await;
+    eprintln!("push health with the listener stopped: {down}");
+    wait_for("reopened on another connection", true).await;
+    signal_backends(&stopped, libc::SIGCONT);
+    drop(store);
+    // A follower whose wake-up is lost the same way.
+    let all_stopped = std::sync::Mutex::new(Vec::new());
+    takeover_after_push_loss("postgres", &url, &url, options, || async {
+        let start = Instant::now();
+        let pids = loop {
+            let pids = listener_backends(&url).await;
+            if pids.len() >= 2 {
+                break pids;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "both stores listen"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        signal_backends(&pids, libc::SIGSTOP);
+        all_stopped.lock().expect("pids").extend(pids);
+    })
+    .await;
+    signal_backends(&all_stopped.lock().expect("pids"), libc::SIGCONT);
+}
+
 /// Redis: the pub/sub connections are killed (a private server, so only this
 /// test's clients go); the subscriber reconnects and wakes its followers.
 #[cfg(feature = "redis")]

@@ -247,10 +247,9 @@ impl LeaseStore for SqlStore {
         self.named_lock_ended(&tenure.key);
         let released = released?;
         if released {
-            // Notify before returning, not from the queue: a process that
-            // releases on its way out may exit before the queue runs, and its
-            // successor would then wait for its next poll.
-            self.notify(&tenure.key).await;
+            // PostgreSQL listeners heard of it from the statement itself
+            // (`Dialect::update_announced`), not from the queue: a process
+            // that releases on its way out may exit before the queue runs.
             self.after_change(AfterJob::Close(tenure.clone(), EndReason::Released));
         }
         Ok(released)
@@ -372,8 +371,7 @@ impl LeaseStore for SqlStore {
         self.named_lock_ended(&tenure.key);
         let done = done?.rows_affected() == 1;
         if done {
-            // As in `release`: the notification must not wait in the queue.
-            self.notify(&tenure.key).await;
+            // As in `release`, the statement notified PostgreSQL listeners.
             self.after_change(AfterJob::Close(tenure.clone(), reason.into()));
         }
         Ok(done)
@@ -399,7 +397,6 @@ impl LeaseStore for SqlStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        self.notify(key).await;
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
             locks.ring(key).await;
