@@ -934,6 +934,76 @@ async fn questions(admin: &mut sqlx::MySqlConnection) -> i64 {
     counters(admin).await.0
 }
 
+/// Connections of a private MariaDB blocked in `GET_LOCK` (state `User lock`).
+async fn lock_waits(admin: &mut sqlx::MySqlConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock'",
+    )
+    .fetch_one(&mut *admin)
+    .await
+    .expect("PROCESSLIST")
+}
+
+/// A dropped MySQL/MariaDB store takes its named-lock waiters with it: the
+/// waiter's connection, blocked in `GET_LOCK` for up to 12 TTLs, closes at
+/// once instead of holding a connection (and the server's thread) until the
+/// wait times out. A private server: every lock wait on it is this test's.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_dropped_store_stops_its_lock_waiters() {
+    use tenure::store::sql::SqlStore;
+    use tenure::store::{Acquire, Claim, ElectionKey};
+    use tenure_testsupport::servers::{Kind, ServerOptions};
+    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default();
+    let leader = SqlStore::connect(&url, &options)
+        .await
+        .expect("leader store");
+    let follower = SqlStore::connect(&url, &options)
+        .await
+        .expect("follower store");
+    let key = ElectionKey::new("default", "dropped-waiter");
+    let ttl = Duration::from_secs(10);
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let Acquire::Acquired(_) = leader.try_acquire(&claim).await.expect("acquire") else {
+        panic!("the leader acquires a free election");
+    };
+    let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+    // The leader takes its lock just after acquiring; a read of the lease it
+    // holds arms the follower's waiter, which then blocks on that lock.
+    let start = Instant::now();
+    while lock_waits(&mut admin).await == 0 {
+        follower.read(&key).await.expect("read").expect("held");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the follower's waiter blocks in GET_LOCK"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(follower);
+    let dropped = Instant::now();
+    while lock_waits(&mut admin).await > 0 {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(3),
+            "a dropped store's lock waiter still waits in GET_LOCK {:?} later (its wait lasts 12 TTLs)",
+            dropped.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "the waiter's wait ended {:?} after the store was dropped",
+        dropped.elapsed()
+    );
+}
+
 /// MariaDB ≥ 10.5: a follower's read at the lease's expiry carries its member
 /// heartbeat in ONE statement (`INSERT ... ON DUPLICATE KEY UPDATE ...
 /// RETURNING` the lease record), counted by the server itself on a private

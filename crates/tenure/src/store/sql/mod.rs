@@ -106,6 +106,17 @@ pub struct SqlStore {
     after_queue: OnceLock<UnboundedSender<AfterJob>>,
 }
 
+impl Drop for SqlStore {
+    fn drop(&mut self) {
+        // Named-lock waiters hold the lock table alive and a connection each;
+        // without this they would outlive the store by up to 12 TTLs.
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            locks.stop_waiters();
+        }
+    }
+}
+
 impl SqlStore {
     /// Renewal statements this store has sent (batched renewals count once).
     pub fn renew_statements(&self) -> u64 {

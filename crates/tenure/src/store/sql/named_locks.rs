@@ -126,6 +126,10 @@ pub(super) struct NamedLocks {
     freeing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The leader's doorbell: hand-over requests from other processes.
     bell: Bell,
+    /// The waiter tasks, aborted when the store is dropped: each holds a
+    /// connection blocked in `GET_LOCK` for up to [`WAIT_TTLS`] TTLs, and an
+    /// `Arc` of this, so nothing else would end them sooner.
+    waiters: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl NamedLocks {
@@ -140,6 +144,16 @@ impl NamedLocks {
             waiting: Arc::new(Mutex::new(HashMap::new())),
             spare: Mutex::new(Vec::new()),
             freeing: Mutex::new(Vec::new()),
+            waiters: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Ends every waiter now (their connections close, which ends their
+    /// `GET_LOCK`); called when the store is dropped.
+    pub(super) fn stop_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in waiters {
+            w.abort();
         }
     }
 
@@ -335,7 +349,7 @@ impl NamedLocks {
         }
         let this = self.clone();
         let key = key.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let wake = this.wait(&key, &name, ttl, &changed).await;
             this.waiting
                 .lock()
@@ -345,6 +359,9 @@ impl NamedLocks {
                 this.wakeups.send(key);
             }
         });
+        let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        waiters.retain(|w| !w.is_finished());
+        waiters.push(task.abort_handle());
     }
 
     /// Blocks in `GET_LOCK` until the leader frees the lock; then releases it
