@@ -243,8 +243,11 @@ pub(crate) struct Timing {
     pub first_renew_retry: Duration,
     /// A registration is refreshed when its last heartbeat is this old at a
     /// tick. A follower's reads at each lease expiry (2/3 to 1 TTL apart)
-    /// carry its heartbeat, so a separate one is rarely due; the leader's is
-    /// due every 1.5 TTLs (the first tick past this age).
+    /// carry its heartbeat, so a separate one is rarely due; a leader sends
+    /// none where the lease vouches for it
+    /// (`Capabilities::lease_vouches_for_holder`), elsewhere (etcd,
+    /// ZooKeeper) its own is due every 1.5 TTLs (the first tick past this
+    /// age).
     pub heartbeat_period: Duration,
     /// How often the membership task checks whether a heartbeat is due, on a
     /// grid shared by the process, so due heartbeats of many elections land

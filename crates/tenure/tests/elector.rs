@@ -631,7 +631,7 @@ async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
 /// counts the lease's holder as a live member), stays a live, fresh member
 /// to every reader, and its rare reap (every 30 TTLs, after refreshing its
 /// own registration) removes a dead member but not the leader. Before: a
-/// heartbeat every 1.5 TTLs and a reap every 6 (23 calls in 29 TTLs).
+/// heartbeat every 1.5 TTLs and a reap every 6 (22 calls in 28 TTLs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_leader_sends_only_renewals_and_stays_a_live_member() {
     let w = World::new();

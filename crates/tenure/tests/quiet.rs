@@ -58,10 +58,11 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
     let leader_before = leader_counted.total_calls() - leader_counted.calls(Op::Renew);
     tokio::time::sleep(ttl * 3).await;
     let calls = counted.total_calls() - calls_before;
-    // The leader renews every ttl/3; anything else is overhead: its own
-    // member heartbeat every 1.5 TTLs (3 when the window starts at one) and
-    // no reap in its first 6 TTLs; one read to spare for a store-wide
-    // wake-up (a heartbeat and a reap per TTL made 6 or more).
+    // The leader renews every ttl/3; anything else is overhead: no member
+    // heartbeat while it leads where its lease vouches for it (elsewhere one
+    // every 1.5 TTLs: 3 when the window starts at one) and no reap in its
+    // first 30 TTLs; one read to spare for a store-wide wake-up (a
+    // heartbeat and a reap per TTL made 6 or more).
     let leader_extra =
         leader_counted.total_calls() - leader_counted.calls(Op::Renew) - leader_before;
     assert!(
