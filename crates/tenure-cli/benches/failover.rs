@@ -12,7 +12,10 @@
 //!
 //! Run: `cargo bench -p tenure-cli --bench failover -- [--trials 50] [--ttl 2s] [--bin PATH] [--store URL|etcd|zk]...`
 //! (`--bin`: another build of `tenure` for the candidates, e.g. the previous
-//! commit's, to compare on the same machine and store.)
+//! commit's, to compare on the same machine and store; `--only
+//! kill,graceful,requests`: some phases only; `--log tenure=debug --logs DIR`:
+//! the candidates' log filter, and a directory that keeps their logs,
+//! `<store>-c<i>-<n>.log` per process started.)
 //! Without --store: a temporary SQLite file, the local MariaDB, PostgreSQL and Redis,
 //! and a private single-node etcd if the `etcd` binary is installed
 //! (`--store etcd` starts one too; `--store zk` a private ZooKeeper server). For etcd, "[store]" rows use the client
@@ -31,6 +34,20 @@ struct Opts {
     ttl: Duration,
     stores: Vec<String>,
     bin: String,
+    /// Which phases run: kill, graceful, requests (resign and transfer).
+    only: Option<Vec<String>>,
+    /// The candidates' log filter (`TENURE_LOG`), `warn` by default.
+    log: String,
+    /// Where the candidates' logs are kept (a temporary directory otherwise).
+    logs: Option<String>,
+}
+
+impl Opts {
+    fn runs(&self, phase: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|p| p == phase))
+    }
 }
 
 fn parse() -> Opts {
@@ -39,6 +56,9 @@ fn parse() -> Opts {
         ttl: Duration::from_secs(2),
         stores: vec![],
         bin: BIN.to_string(),
+        only: None,
+        log: "warn".to_string(),
+        logs: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -52,6 +72,13 @@ fn parse() -> Opts {
             }
             "--store" => o.stores.extend(args.next()),
             "--bin" => o.bin = args.next().unwrap_or(o.bin),
+            "--only" => {
+                o.only = args
+                    .next()
+                    .map(|v| v.split(',').map(str::to_string).collect())
+            }
+            "--log" => o.log = args.next().unwrap_or(o.log),
+            "--logs" => o.logs = args.next(),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -94,10 +121,19 @@ struct Bench<'a> {
     ttl: Duration,
     procs: Vec<Child>,
     dir: tempfile::TempDir,
+    log: &'a str,
+    logs: Option<std::path::PathBuf>,
+    /// Processes started so far, to name their logs apart.
+    started: usize,
 }
 
 impl<'a> Bench<'a> {
-    fn spawn(&self, i: usize) -> Child {
+    fn spawn(&mut self, i: usize) -> Child {
+        self.started += 1;
+        let log = match &self.logs {
+            Some(d) => d.join(format!("{}-c{i}-{}.log", self.key.election, self.started)),
+            None => self.dir.path().join(format!("c{i}.log")),
+        };
         let ttl = humantime::format_duration(self.ttl).to_string();
         Command::new(self.bin)
             .args([
@@ -110,10 +146,10 @@ impl<'a> Bench<'a> {
                 &ttl,
             ])
             .args(["--id", &format!("c{i}"), "--", "sleep", "100000"])
-            .env("TENURE_LOG", "warn")
+            .env("TENURE_LOG", self.log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(self.dir.path().join(format!("c{i}.log"))).expect("log"))
+            .stderr(std::fs::File::create(log).expect("log"))
             .spawn()
             .expect("spawn tenure")
     }
@@ -167,7 +203,13 @@ async fn run_store(url: &str, o: &Opts) {
         ttl: o.ttl,
         procs: vec![],
         dir: tempfile::tempdir().expect("tempdir"),
+        log: &o.log,
+        logs: o.logs.as_ref().map(std::path::PathBuf::from),
+        started: 0,
     };
+    if let Some(d) = &b.logs {
+        std::fs::create_dir_all(d).expect("log directory");
+    }
     b.procs = (0..3).map(|i| b.spawn(i)).collect();
     let (mut after_expiry, mut after_kill, mut after_release, mut after_sigterm) =
         (vec![], vec![], vec![], vec![]);
@@ -176,7 +218,7 @@ async fn run_store(url: &str, o: &Opts) {
     // revocation), and from then to the new leader's acquisition.
     let (mut kill_to_gone, mut gone_to_next) = (vec![], vec![]);
     let mut term = 0;
-    for _ in 0..o.trials {
+    for _ in 0..if o.runs("kill") { o.trials } else { 0 } {
         let Some((idx, _)) = b.leader(term, o.ttl * 5).await else {
             break;
         };
@@ -206,7 +248,7 @@ async fn run_store(url: &str, o: &Opts) {
         term = next.term;
         b.procs[idx] = b.spawn(idx);
     }
-    for _ in 0..o.trials {
+    for _ in 0..if o.runs("graceful") { o.trials } else { 0 } {
         let Some((idx, cur)) = b.leader(term, o.ttl * 5).await else {
             break;
         };
@@ -242,6 +284,16 @@ async fn run_store(url: &str, o: &Opts) {
         if let Some(rel) = released {
             after_release.push((next.acquired_at_us - rel) as f64 / 1000.0);
         }
+        if o.logs.is_some() {
+            println!(
+                "  graceful: c{idx} term {} released at {} us, {} (term {}) acquired {:.1} ms later",
+                cur.term,
+                released.unwrap_or(0),
+                next.holder.as_deref().unwrap_or("?"),
+                next.term,
+                released.map_or(f64::NAN, |r| (next.acquired_at_us - r) as f64 / 1000.0)
+            );
+        }
         term = next.term;
         b.procs[idx] = b.spawn(idx);
     }
@@ -249,7 +301,7 @@ async fn run_store(url: &str, o: &Opts) {
     // `tenure transfer` send them (CLI start-up excluded): request -> the
     // next leader's acquisition, on the host clock (the store's is the same).
     let (mut after_resign, mut after_transfer) = (vec![], vec![]);
-    for trial in 0..o.trials * 2 {
+    for trial in 0..if o.runs("requests") { o.trials * 2 } else { 0 } {
         let Some((idx, cur)) = b.leader(term, o.ttl * 5).await else {
             break;
         };
@@ -290,6 +342,15 @@ async fn run_store(url: &str, o: &Opts) {
         };
         let Some(next) = next else { break };
         let ms = (next.acquired_at_us - sent_us) as f64 / 1000.0;
+        if o.logs.is_some() {
+            println!(
+                "  {}: c{idx} term {} asked at {sent_us} us, {} (term {}) acquired {ms:.1} ms later",
+                if transfer { "transfer" } else { "resign" },
+                cur.term,
+                next.holder.as_deref().unwrap_or("?"),
+                next.term,
+            );
+        }
         if transfer {
             after_transfer.push(ms);
         } else {

@@ -17,7 +17,7 @@ use crate::events::StopReason;
 use crate::leadership::{Shared, State};
 use crate::store::{
     changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
-    Tenure, Woken,
+    MemberRecord, Tenure, Woken,
 };
 
 /// Requests from the [`Elector`](crate::Elector) handle.
@@ -183,6 +183,7 @@ impl Campaign {
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 _ = changed(&mut self.changes, Some(&key)) => {
+                    tracing::trace!(election = %key, "woken by a push");
                     self.woken_by_push = true;
                     return None;
                 }
@@ -388,7 +389,8 @@ impl Campaign {
             // And not more than twice a TTL: a follower whose push is down
             // reads every TTL/10, and each read was a heartbeat write too.
             let age = self.shared.heartbeat_age();
-            let fused = !std::mem::take(&mut self.woken_by_push)
+            let pushed = std::mem::take(&mut self.woken_by_push);
+            let fused = !pushed
                 && !self.shared.membership_paused()
                 && age != Duration::MAX
                 && age >= self.timing().ttl / 2;
@@ -398,21 +400,40 @@ impl Campaign {
             // after this shows it alive.
             let activity = self.push_activity();
             let sent = self.now();
-            let read = match self
+            // A push is most often a release: the member list (who succeeds)
+            // is read beside the lease, so the designated successor's
+            // acquisition goes one round trip sooner. An idle follower gets
+            // no pushes, so this costs a read per change, not per TTL.
+            let members = pushed.then(|| {
+                let (store, key) = (self.store.clone(), key.clone());
+                async move { store.members(&key).await }
+            });
+            let (read, members) = match self
                 .follower_call("read", async move {
-                    match member {
-                        Some(m) => store.heartbeat_and_read(&m, member_ttl).await,
-                        None => store.read(&key).await,
-                    }
+                    let read = async {
+                        match member {
+                            Some(m) => store.heartbeat_and_read(&m, member_ttl).await,
+                            None => store.read(&key).await,
+                        }
+                    };
+                    let members = async {
+                        match members {
+                            Some(call) => Some(call.await),
+                            None => None,
+                        }
+                    };
+                    let (read, members) = tokio::join!(read, members);
+                    read.map(|r| (r, members))
                 })
                 .await
             {
-                Ok(read) => {
-                    if fused && read.is_ok() {
+                Ok(Ok((read, members))) => {
+                    if fused {
                         self.shared.heartbeat_sent(sent);
                     }
-                    read
+                    (Ok(read), members.and_then(Result::ok))
                 }
+                Ok(Err(e)) => (Err(e), None),
                 Err(next) => return next,
             };
             let wait = match read {
@@ -452,7 +473,7 @@ impl Campaign {
                             .filter(|w| !w.is_zero())
                         {
                             Some(w) => w,
-                            None => match self.succession_wait(rec.as_ref()).await {
+                            None => match self.succession_wait(rec.as_ref(), members).await {
                                 Err(next) => return next,
                                 Ok(Some(wait)) => wait,
                                 Ok(None) => match self.try_acquire().await {
@@ -476,9 +497,11 @@ impl Campaign {
     /// successor (highest priority, then longest-serving live member) tries at
     /// once and the others only after a short grace, so one write wins a
     /// failover instead of N racing.
+    /// `members`: the member list if it was read beside the lease.
     async fn succession_wait(
         &mut self,
         rec: Option<&LeaseRecord>,
+        members: Option<Vec<MemberRecord>>,
     ) -> Result<Option<Duration>, Next> {
         let Some(r) = rec else { return Ok(None) };
         let me = self.config.identity.as_str();
@@ -499,10 +522,14 @@ impl Campaign {
         }
         let store = self.store.clone();
         let key = self.config.key.clone();
-        let members = match self
-            .follower_call("members", async move { store.members(&key).await })
-            .await?
-        {
+        let read = match members {
+            Some(m) => Ok(m),
+            None => {
+                self.follower_call("members", async move { store.members(&key).await })
+                    .await?
+            }
+        };
+        let members = match read {
             Ok(m) => {
                 crate::telemetry::members(&self.config.key, &m);
                 m
@@ -523,6 +550,7 @@ impl Campaign {
                 && Some(m.holder.as_str()) != r.holder.as_deref()
                 && Some(m.holder.as_str()) != r.previous_holder.as_deref()
         });
+        tracing::debug!(election = %self.config.key, term = r.term, successor = successor.map(|s| s.holder.as_str()), "lease free");
         match successor {
             None => Ok(None),
             Some(s) if s.holder == self.config.holder => Ok(None),

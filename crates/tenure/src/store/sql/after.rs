@@ -23,11 +23,6 @@ impl SqlStore {
         }
     }
 
-    /// Tells listening followers and observers that `key` changed, now.
-    pub(super) async fn notify(&self, key: &ElectionKey) {
-        self.after().notify(key).await
-    }
-
     /// Queues the notification and history writes of a decided change. One
     /// worker per store runs them in order (a term's start is written before
     /// its end), off the caller's path: a new leader need not wait for them.

@@ -25,7 +25,8 @@ use crate::store::ElectionKey;
 
 /// How long one sleep lasts: a statement per this period while leading.
 const SLEEP_SECS: i64 = 600;
-/// How long one sleep lasts while a bell could not be taken.
+/// How long one wait for a bell held by another connection lasts (then it
+/// is asked for again, and its holder rung again).
 const RETRY_SECS: i64 = 1;
 /// The pause after the bell connection failed, before opening another.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
@@ -115,28 +116,40 @@ impl Bell {
     /// After a hand-over request on `name`'s election: interrupts the sleep
     /// of whichever connection holds that bell (best effort).
     pub(super) async fn ring(&self, name: &str) {
-        let holder = sqlx::query("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
-            .bind(name)
-            .fetch_one(&self.pool)
-            .await
-            .and_then(|r| r.try_get::<Option<i64>, _>(0));
-        let id = match holder {
-            Ok(Some(id)) => id,
-            Ok(None) => return, // no bell: an older leader, or none
-            Err(e) => {
-                tracing::debug!("doorbell not found: {e}");
-                return;
-            }
-        };
-        // KILL takes no placeholders; the id is an integer from the server.
-        if let Err(e) = sqlx::raw_sql(&format!("KILL QUERY {id}"))
-            .execute(&self.pool)
-            .await
-        {
-            tracing::debug!(
-                "doorbell not rung ({e}); the leader hears of the request at its next renewal"
-            );
+        ring_holder(&self.pool, name).await;
+    }
+}
+
+/// Interrupts the statement of whichever connection holds the bell `name`
+/// (best effort): a leader's sleep, to wake it; or, from a new leader whose
+/// bell is still held, the previous holder's, so that it lets go (see
+/// [`ring_loop`]).
+async fn ring_holder(pool: &AnyPool, name: &str) {
+    let holder = sqlx::query("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .and_then(|r| r.try_get::<Option<i64>, _>(0));
+    let id = match holder {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            tracing::trace!(bell = name, "no doorbell to ring");
+            return; // no bell: an older leader, or none
         }
+        Err(e) => {
+            tracing::debug!("doorbell not found: {e}");
+            return;
+        }
+    };
+    tracing::trace!(bell = name, connection = id, "ringing the doorbell");
+    // KILL takes no placeholders; the id is an integer from the server.
+    if let Err(e) = sqlx::raw_sql(&format!("KILL QUERY {id}"))
+        .execute(pool)
+        .await
+    {
+        tracing::debug!(
+            "doorbell not rung ({e}); the leader hears of the request at its next renewal"
+        );
     }
 }
 
@@ -176,6 +189,13 @@ fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
 async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
     let mut conn: Option<(AnyConnection, i64)> = None;
     let mut held: HashSet<String> = HashSet::new();
+    // Bells wanted and found held by another connection: the previous
+    // leader's, still asleep holding it (it lets go a few milliseconds after
+    // stepping down; a process that exited or crashed holds it until the
+    // server notices the dead client, seconds later, or the sleep is
+    // interrupted). A request in the meantime rings that connection, not
+    // ours, so once such a bell is ours its leader reads once.
+    let mut late: HashSet<String> = HashSet::new();
     loop {
         let Some(shared) = led.upgrade() else { return };
         let want: HashMap<String, ElectionKey> = shared
@@ -189,6 +209,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
                 let _ = c.close().await;
             }
             held.clear();
+            late.clear();
             shared.changed.notified().await;
             continue;
         }
@@ -204,6 +225,9 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
         };
         let mut rung = false;
         let mut broken = false;
+        // Elections whose bell was just taken late (see `late`).
+        let mut taken_late: Vec<ElectionKey> = Vec::new();
+        late.retain(|n| want.contains_key(n));
         let stale: Vec<String> = held
             .iter()
             .filter(|n| !want.contains_key(*n))
@@ -235,6 +259,20 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
                 Ok(Ok(row)) => {
                     if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(0) {
                         held.insert(name.clone());
+                        if late.remove(name) {
+                            taken_late.extend(want.get(name).cloned());
+                        }
+                    } else {
+                        tracing::trace!(
+                            bell = name.as_str(),
+                            "doorbell held by another connection"
+                        );
+                        late.insert(name.clone());
+                        // Interrupt the holder's sleep: a previous leader
+                        // that is stepping down lets go at once, and a dead
+                        // client's connection is closed by the server when
+                        // its statement ends (it kept the bell for seconds).
+                        ring_holder(&pool, name).await;
                     }
                 }
                 Ok(Err(e)) if interrupted(&e) => rung = true,
@@ -243,56 +281,88 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
         }
         if !broken && !rung {
             // Sleep until a ring, or until the led elections change (then
-            // interrupt our own sleep from another connection).
+            // interrupt our own sleep from another connection). While a bell
+            // is held elsewhere, wait for it instead (a second at a time):
+            // taken the moment its holder lets go. A ring on one of the
+            // bells we hold interrupts that wait as it does the sleep.
             let changed = shared.changed.notified();
-            // A bell still held by a crashed leader's connection (the server
-            // notices the dead client within seconds) is asked for again soon.
-            let secs = if held.len() < want.len() {
-                RETRY_SECS
-            } else {
-                SLEEP_SECS
+            let waited = want.keys().find(|n| !held.contains(*n)).cloned();
+            let statement = match &waited {
+                Some(name) => sqlx::query("SELECT CAST(GET_LOCK(?, ?) AS SIGNED)")
+                    .bind(name.clone())
+                    .bind(RETRY_SECS),
+                None => sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)").bind(SLEEP_SECS),
             };
-            let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
-                .bind(secs)
-                .fetch_one(&mut *c);
+            let sleep = statement.fetch_one(&mut *c);
             tokio::pin!(changed, sleep);
-            tokio::select! {
+            // The statement's answer (`None`: none within the call timeout),
+            // and whether we interrupted it ourselves.
+            let (answer, own_kill) = tokio::select! {
                 // The sleep first, so its statement is on its way before a
                 // pending change interrupts it.
                 biased;
-                r = &mut sleep => match r {
-                    // SLEEP answers 1 when interrupted.
-                    Ok(row) => rung = matches!(row.try_get::<Option<i64>, _>(0), Ok(Some(1))),
-                    Err(e) if interrupted(&e) => rung = true,
-                    Err(_) => broken = true,
-                },
+                r = &mut sleep => (Some(r), false),
                 _ = &mut changed => {
                     // A KILL that reaches the server before the SLEEP does
                     // interrupts nothing: repeat it until the sleep ends.
                     let until = tokio::time::Instant::now() + CALL_TIMEOUT;
+                    let mut answer = None;
                     loop {
                         let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(&pool).await;
                         match tokio::time::timeout(KILL_REPEAT, &mut sleep).await {
-                            Ok(Ok(_)) => break,
-                            Ok(Err(e)) if interrupted(&e) => break,
-                            Ok(Err(_)) => {
-                                broken = true;
+                            Ok(r) => {
+                                answer = Some(r);
                                 break;
                             }
-                            Err(_) if tokio::time::Instant::now() >= until => {
-                                broken = true;
-                                break;
-                            }
+                            Err(_) if tokio::time::Instant::now() >= until => break,
                             Err(_) => {}
                         }
                     }
+                    (answer, true)
                 }
+            };
+            let value = match answer {
+                None => {
+                    broken = true;
+                    None
+                }
+                Some(Ok(row)) => row.try_get::<Option<i64>, _>(0).ok().flatten(),
+                Some(Err(e)) if interrupted(&e) => {
+                    rung = !own_kill;
+                    None
+                }
+                Some(Err(_)) => {
+                    broken = true;
+                    None
+                }
+            };
+            match (&waited, value) {
+                // The bell we waited for is ours. Recorded even when our
+                // own KILL came too late to stop the wait: a lock taken
+                // twice on one connection needs two releases.
+                (Some(name), Some(1)) => {
+                    held.insert(name.clone());
+                    late.remove(name);
+                    taken_late.extend(want.get(name).cloned());
+                }
+                // GET_LOCK answers NULL when interrupted (MariaDB; MySQL
+                // fails it, as above): a ring on a bell we hold.
+                (Some(_), None) if !broken => rung = rung || !own_kill,
+                // SLEEP answers 1 when interrupted.
+                (None, Some(1)) => rung = !own_kill,
+                // Slept or waited it out.
+                _ => {}
             }
         }
         drop(shared);
-        if rung {
-            if let Some(tx) = wake.upgrade() {
+        if let Some(tx) = wake.upgrade() {
+            if rung {
                 for key in want.into_values() {
+                    let _ = tx.send(Some(key));
+                }
+            } else {
+                for key in taken_late {
+                    tracing::trace!(election = %key, "doorbell taken late: its leader reads once");
                     let _ = tx.send(Some(key));
                 }
             }
@@ -302,7 +372,9 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             if let Some((c, _)) = conn.take() {
                 let _ = c.close().await;
             }
-            held.clear();
+            // Bells still wanted are asked for afresh on the new connection;
+            // a request meanwhile rings nobody, so they count as late.
+            late.extend(held.drain());
             tokio::time::sleep(RECONNECT_PAUSE).await;
         }
     }

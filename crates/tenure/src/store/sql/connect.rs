@@ -163,17 +163,19 @@ impl SqlStore {
                     &options.table_prefix,
                 ))
             }),
-            pool,
-            dialect,
-            statements: statements.clone(),
-            prefix: options.table_prefix.clone(),
             #[cfg(feature = "postgres")]
             push: (dialect == Dialect::Postgres).then(|| {
                 std::sync::Arc::new(push::PushHub::new(
                     driver_url.clone(),
                     &options.table_prefix,
+                    pool.clone(),
+                    options.push_probe_period,
                 ))
             }),
+            pool,
+            dialect,
+            statements: statements.clone(),
+            prefix: options.table_prefix.clone(),
             described,
         })
     }

@@ -122,6 +122,31 @@ impl Dialect {
         ))
     }
 
+    /// [`update`](Self::update) of lease rows that followers and observers
+    /// must hear of at once. On PostgreSQL the statement itself sends the
+    /// notification (`pg_notify` on `channel` for each changed row, in the
+    /// same transaction): listeners hear of the change at its commit, one
+    /// round trip sooner than from a second statement, and never of a change
+    /// that did not commit. Its answer is one row per changed row, so its
+    /// rows-affected count is the update's. Elsewhere it is the plain update.
+    pub(super) fn update_announced(
+        self,
+        table: &str,
+        set: &str,
+        filter: &str,
+        channel: &str,
+    ) -> String {
+        if self != Dialect::Postgres {
+            return self.update(table, set, filter, None);
+        }
+        // `::text`: pg_notify returns void, which the `Any` driver cannot decode.
+        self.finish(format!(
+            "{}, done AS (UPDATE {table} SET {set} FROM c WHERE {filter} RETURNING namespace, election) \
+             SELECT pg_notify('{channel}', namespace || chr(31) || election)::text FROM done",
+            self.with_now().trim_end()
+        ))
+    }
+
     /// `SELECT columns FROM table WHERE filter [suffix]`, with `{now}` available.
     pub(super) fn select(self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
         let from = match self {

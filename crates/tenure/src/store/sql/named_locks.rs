@@ -11,7 +11,7 @@
 //! connection, too many waiters, an older leader that takes no lock) costs at
 //! most that expiry, never correctness.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
 use super::bell::{bell_name, Bell};
 use crate::store::wakeups::Wakeups;
-use crate::store::{Changes, ElectionKey};
+use crate::store::{Changes, ElectionKey, LeaseRecord};
 
 /// At most this many elections waited on at once per store: each waiter
 /// holds a connection of its own. Beyond it, followers wake at the expiry.
@@ -28,10 +28,13 @@ const MAX_WAITERS: usize = 64;
 
 /// A lock granted this soon was not held by anyone when asked: the leader
 /// let go before the waiter asked (its connection opens after the read), or
-/// has not taken it yet (it does so just after acquiring), or takes none (an
+/// has not taken it yet (it does so just after acquiring), or crashed (its
+/// connection closed, its lease runs on to its expiry), or takes none (an
 /// older version). The followers are woken all the same (one read tells
 /// which), and the waiter asks again after a pause that doubles from
-/// [`FIRST_PAUSE`], so a leader without a lock costs few queries.
+/// [`FIRST_PAUSE`], so a leader without a lock costs few queries, or at once
+/// when a read in this process shows the lease changed hands (see
+/// [`NamedLocks::seen`]).
 const GRANTED_AT_ONCE: Duration = Duration::from_millis(50);
 
 /// The first pause after a lock granted at once.
@@ -85,6 +88,28 @@ fn lock_name(prefix: &str, key: &ElectionKey) -> String {
     format!("tenure_{hex}")
 }
 
+/// The holder and term a read showed (`None` holder: free or expired;
+/// `None` as a whole: no lease row).
+type Seen = Option<(Option<String>, u64)>;
+
+fn seen_in(rec: Option<&LeaseRecord>) -> Seen {
+    rec.map(|r| (r.live_holder().map(str::to_string), r.term))
+}
+
+/// One election's waiter, as reads in this process last saw its lease.
+#[derive(Debug)]
+struct Waiting {
+    seen: Seen,
+    /// Told when a read shows the lease changed (taken over, freed, handed
+    /// on): a waiter pausing after a lock granted at once asks again now,
+    /// since a new leader takes its lock just after acquiring. Its pause
+    /// may have grown long while a crashed leader's lease ran out (nobody
+    /// holds that lock), and a release by the next leader inside it went
+    /// unheard, so the designated successor slept through its turn and
+    /// another follower took over after the succession grace.
+    changed: Arc<tokio::sync::Notify>,
+}
+
 #[derive(Debug)]
 pub(super) struct NamedLocks {
     pool: AnyPool,
@@ -92,8 +117,8 @@ pub(super) struct NamedLocks {
     wakeups: Wakeups,
     /// The leader's lock connection and the lock names it holds.
     held: tokio::sync::Mutex<(Option<AnyConnection>, HashSet<String>)>,
-    /// Elections with a waiter.
-    waiting: Arc<Mutex<HashSet<ElectionKey>>>,
+    /// Elections with a waiter, and what this process last read of each.
+    waiting: Arc<Mutex<HashMap<ElectionKey, Waiting>>>,
     /// Waiter connections kept for the next wait, and since when.
     spare: Mutex<Vec<(AnyConnection, Instant)>>,
     /// Lock frees started by [`Self::spawn_ended`] and not yet awaited by
@@ -112,7 +137,7 @@ impl NamedLocks {
             prefix: prefix.to_string(),
             wakeups,
             held: tokio::sync::Mutex::new((None, HashSet::new())),
-            waiting: Arc::new(Mutex::new(HashSet::new())),
+            waiting: Arc::new(Mutex::new(HashMap::new())),
             spare: Mutex::new(Vec::new()),
             freeing: Mutex::new(Vec::new()),
         }
@@ -266,10 +291,31 @@ impl NamedLocks {
         self.bell.ring(&bell_name(&self.name(key))).await;
     }
 
-    /// After a read found `key` held by someone else for `ttl`: wait for its
-    /// lock (in the background), unless this process leads it or already
-    /// waits for it, or too many waiters run.
-    pub(super) fn follow(self: &Arc<Self>, key: &ElectionKey, ttl: Duration) {
+    /// After a read of `key` (`rec`: what it found): if the lease is held by
+    /// someone else, wait for its lock (in the background), unless this
+    /// process leads it or already waits for it, or too many waiters run;
+    /// if a waiter runs and the lease changed since the last read, tell it
+    /// (it asks again at once if it was pausing).
+    pub(super) fn seen(self: &Arc<Self>, key: &ElectionKey, rec: Option<&LeaseRecord>) {
+        let seen = seen_in(rec);
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(w) = waiting.get_mut(key) {
+                if w.seen != seen {
+                    w.seen = seen;
+                    w.changed.notify_one();
+                }
+                return;
+            }
+        }
+        if let Some(r) = rec.filter(|r| r.is_held()) {
+            self.follow(key, r.ttl, seen);
+        }
+    }
+
+    /// Starts a waiter for `key`, held by someone else for `ttl`, unless
+    /// this process leads it or already waits for it, or too many run.
+    fn follow(self: &Arc<Self>, key: &ElectionKey, ttl: Duration, seen: Seen) {
         let name = self.name(key);
         // Busy means the leader side is taking or freeing a lock: waiting
         // on one of ours is harmless (it wakes us when we free it).
@@ -278,16 +324,19 @@ impl NamedLocks {
                 return;
             }
         }
+        let changed = Arc::new(tokio::sync::Notify::new());
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-            if waiting.len() >= MAX_WAITERS || !waiting.insert(key.clone()) {
+            if waiting.len() >= MAX_WAITERS || waiting.contains_key(key) {
                 return;
             }
+            let changed = changed.clone();
+            waiting.insert(key.clone(), Waiting { seen, changed });
         }
         let this = self.clone();
         let key = key.clone();
         tokio::spawn(async move {
-            let wake = this.wait(&key, &name, ttl).await;
+            let wake = this.wait(&key, &name, ttl, &changed).await;
             this.waiting
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -305,7 +354,13 @@ impl NamedLocks {
     /// longer marked waiting, so the read it causes can re-arm a waiter (woken
     /// while still marked, a follower that found the lease taken again slept
     /// to its expiry through the next release).
-    async fn wait(&self, key: &ElectionKey, name: &str, ttl: Duration) -> bool {
+    async fn wait(
+        &self,
+        key: &ElectionKey,
+        name: &str,
+        ttl: Duration,
+        changed: &tokio::sync::Notify,
+    ) -> bool {
         let Some(mut conn) = self.waiter_connection().await else {
             return false;
         };
@@ -327,6 +382,7 @@ impl NamedLocks {
             )
             .await
             .map(|r| r.map(|r| r.try_get::<Option<i64>, _>(0)));
+            tracing::trace!(election = %key, after = ?asked.elapsed(), result = ?got.as_ref().map(|r| r.as_ref().map(|r| r.as_ref().ok().copied())), "lock waiter answered");
             match got {
                 Ok(Ok(Ok(Some(1)))) => {}
                 // GET_LOCK timed out: the follower's read at the lease's
@@ -359,10 +415,20 @@ impl NamedLocks {
                 break true; // the leader let go while we waited
             }
             // Granted at once: no leader holds the lock (yet, or any more).
-            // Wake anyway, and look again after a pause.
+            // Wake anyway, and look again after a pause, or as soon as a
+            // read shows the lease changed hands: its new leader takes the
+            // lock just after acquiring, and must find us waiting before it
+            // lets go again.
             self.wakeups.send(key.clone());
-            tokio::time::sleep(pause.min(left)).await;
-            pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
+            tokio::select! {
+                _ = tokio::time::sleep(pause.min(left)) => {
+                    pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
+                }
+                _ = changed.notified() => {
+                    tracing::trace!(election = %key, "lease changed: the lock waiter asks again");
+                    pause = FIRST_PAUSE;
+                }
+            }
         };
         self.done_with(conn).await;
         wake

@@ -6,12 +6,12 @@
 //! subscriber that anything may have changed.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::store::push_health::{PushHealth, PushMonitor};
 use crate::store::push_outage::{Backoff, PushOutage};
 use crate::store::wakeups::{wake_all, Sender, Wakeups};
-use crate::store::{Changes, ElectionKey};
+use crate::store::{Changes, ElectionKey, StoreOptions};
 use sqlx::postgres::PgListener;
 use sqlx::AnyPool;
 
@@ -24,25 +24,34 @@ const SEP: char = '\u{1f}';
 pub(super) struct PushHub {
     url: String,
     channel: String,
+    /// Where probes are sent from: a connection other than the listener's.
+    pool: AnyPool,
+    probe_period: Duration,
     wakeups: Wakeups,
     monitor: Arc<PushMonitor>,
 }
 
 impl PushHub {
-    pub(super) fn new(url: String, prefix: &str) -> Self {
+    pub(super) fn new(url: String, prefix: &str, pool: AnyPool, probe_period: Duration) -> Self {
         Self {
             url,
-            channel: format!("{prefix}changes"),
+            channel: super::statements::changes_channel(prefix),
+            pool,
+            probe_period,
             wakeups: Wakeups::new(),
             monitor: Arc::new(PushMonitor::new(WHAT)),
         }
     }
 
     pub(super) fn subscribe(&self) -> Option<Changes> {
-        let (url, channel) = (self.url.clone(), self.channel.clone());
-        let monitor = Arc::clone(&self.monitor);
-        self.wakeups
-            .subscribe(|tx| listen(url, channel, tx, monitor))
+        let listener = Listener {
+            url: self.url.clone(),
+            channel: self.channel.clone(),
+            pool: self.pool.clone(),
+            probe_period: self.probe_period,
+            monitor: Arc::clone(&self.monitor),
+        };
+        self.wakeups.subscribe(|tx| listener.run(tx))
     }
 
     pub(super) fn health(&self) -> PushHealth {
@@ -67,66 +76,175 @@ fn parse(payload: &str) -> Option<ElectionKey> {
     Some(ElectionKey::new(ns, election))
 }
 
-/// Runs until the store (and with it the sender) is dropped.
-async fn listen(url: String, channel: String, tx: Weak<Sender>, monitor: Arc<PushMonitor>) {
-    let store = crate::store::redact_url(&url);
-    let mut outage = PushOutage::new(monitor);
-    let mut backoff = Backoff::new();
-    loop {
-        if tx.strong_count() == 0 {
+/// A probe's payload starts with this; it has no [`SEP`], so no store takes
+/// it for an election (a version without probes wakes its followers once per
+/// probe it hears: one read each per probe period).
+const PROBE_MARK: &str = "tenure-probe:";
+
+/// How long a probe's statement may take to be sent; a slow pool is not a
+/// broken channel, so the arrival's timeout counts from its answer.
+const PROBE_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The pause before another probe when one could not be sent.
+const PROBE_RETRY: Duration = Duration::from_secs(1);
+
+/// What the listening task needs.
+struct Listener {
+    url: String,
+    channel: String,
+    pool: AnyPool,
+    probe_period: Duration,
+    monitor: Arc<PushMonitor>,
+}
+
+/// One connection's probes: PostgreSQL tells a listener nothing when its
+/// notifications stop arriving (a half-open connection, a pooler in
+/// transaction mode that drops them), so the listener notifies itself
+/// through the pool, once the channel opens and every probe period, and
+/// takes a probe that does not arrive for a lost channel.
+struct Probes {
+    payload: String,
+    period: Duration,
+    /// When the pending probe's statement was answered.
+    pending: Option<Instant>,
+    next: Instant,
+    /// Whether a probe arrived on this connection: only then is it up.
+    confirmed: bool,
+}
+
+impl Probes {
+    fn new(period: Duration) -> Self {
+        Self {
+            payload: format!("{PROBE_MARK}{:016x}", rand::random::<u64>()),
+            period,
+            pending: None,
+            next: Instant::now(),
+            confirmed: false,
+        }
+    }
+
+    /// Sends a probe if one is due and none is pending.
+    async fn send_due(&mut self, pool: &AnyPool, channel: &str) {
+        if self.pending.is_some() || Instant::now() < self.next {
             return;
         }
-        let failed = match PgListener::connect(&url).await {
-            Ok(mut listener) => match listener.listen(&channel).await {
-                Ok(()) => Ok(listener),
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        };
-        let mut listener = match failed {
-            Ok(l) => l,
-            Err(e) => {
-                if outage.lost(WHAT, &store, &e) {
-                    wake_all(&tx);
-                }
-                tokio::time::sleep(backoff.next_pause()).await;
-                continue;
+        let sent = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(channel)
+            .bind(self.payload.as_str())
+            .execute(pool);
+        match tokio::time::timeout(PROBE_SEND_TIMEOUT, sent).await {
+            Ok(Ok(_)) => self.pending = Some(Instant::now()),
+            Ok(Err(e)) => {
+                tracing::debug!("push probe not sent: {e}");
+                self.next = Instant::now() + PROBE_RETRY;
             }
-        };
-        backoff.opened();
-        // Back before the wake-up, so the woken see the channel up.
-        outage.restored(WHAT, &store);
-        // We may have missed notifications while disconnected.
-        match tx.upgrade() {
-            Some(t) => {
-                let _ = t.send(None);
+            Err(_) => {
+                tracing::debug!("push probe not sent within {PROBE_SEND_TIMEOUT:?}");
+                self.next = Instant::now() + PROBE_RETRY;
             }
-            None => return,
         }
+    }
+
+    /// Until when to wait for the next notification.
+    fn wait_until(&self) -> Instant {
+        let check = Instant::now() + Duration::from_secs(5);
+        match self.pending {
+            Some(answered) => answered + StoreOptions::PUSH_PROBE_TIMEOUT,
+            None => self.next.min(check),
+        }
+    }
+
+    fn overdue(&self) -> bool {
+        self.pending
+            .is_some_and(|t| t.elapsed() >= StoreOptions::PUSH_PROBE_TIMEOUT)
+    }
+
+    /// Whether `payload` is our probe; it then counts as arrived.
+    fn arrived(&mut self, payload: &str) -> bool {
+        if payload != self.payload {
+            return false;
+        }
+        self.pending = None;
+        self.next = Instant::now() + self.period;
+        true
+    }
+}
+
+impl Listener {
+    /// Runs until the store (and with it the sender) is dropped.
+    async fn run(self, tx: Weak<Sender>) {
+        let store = crate::store::redact_url(&self.url);
+        let mut outage = PushOutage::new(Arc::clone(&self.monitor));
+        let mut backoff = Backoff::new();
         loop {
-            // Wake up now and then to notice that the store was dropped.
-            let next = tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await;
-            let Some(t) = tx.upgrade() else { return };
-            match next {
-                Err(_) => continue,
-                Ok(Ok(Some(n))) => {
-                    let _ = t.send(parse(n.payload()));
+            if tx.strong_count() == 0 {
+                return;
+            }
+            let failed = match PgListener::connect(&self.url).await {
+                Ok(mut listener) => match listener.listen(&self.channel).await {
+                    Ok(()) => Ok(listener),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            let mut listener = match failed {
+                Ok(l) => l,
+                Err(e) => {
+                    if outage.lost(WHAT, &store, &e) {
+                        wake_all(&tx);
+                    }
+                    tokio::time::sleep(backoff.next_pause()).await;
+                    continue;
                 }
-                Ok(Ok(None)) => {
-                    // Connection lost: connect again above (which says when
-                    // it is back), waking everyone first.
-                    outage.lost(WHAT, &store, &"connection closed");
-                    let _ = t.send(None);
-                    break;
-                }
-                Ok(Err(e)) => {
-                    outage.lost(WHAT, &store, &e);
-                    let _ = t.send(None);
-                    break;
+            };
+            let mut probes = Probes::new(self.probe_period);
+            loop {
+                probes.send_due(&self.pool, &self.channel).await;
+                let next =
+                    tokio::time::timeout_at(probes.wait_until().into(), listener.try_recv()).await;
+                let Some(t) = tx.upgrade() else { return };
+                match next {
+                    Err(_) if probes.overdue() => {
+                        let why = format!(
+                            "a notification this process sent has not arrived within {:?} \
+                             (a dead connection, or a pooler that does not forward notifications)",
+                            StoreOptions::PUSH_PROBE_TIMEOUT
+                        );
+                        outage.lost(WHAT, &store, &why);
+                        let _ = t.send(None);
+                        break;
+                    }
+                    Err(_) => continue,
+                    Ok(Ok(Some(n))) if probes.arrived(n.payload()) => {
+                        if !std::mem::replace(&mut probes.confirmed, true) {
+                            backoff.opened();
+                            // Back before the wake-up, so the woken see the channel up.
+                            outage.restored(WHAT, &store);
+                            // We may have missed notifications while disconnected.
+                            let _ = t.send(None);
+                        }
+                    }
+                    // Another store's probe.
+                    Ok(Ok(Some(n))) if n.payload().starts_with(PROBE_MARK) => {}
+                    Ok(Ok(Some(n))) => {
+                        let _ = t.send(parse(n.payload()));
+                    }
+                    Ok(Ok(None)) => {
+                        // Connection lost: connect again above (which says when
+                        // it is back), waking everyone first.
+                        outage.lost(WHAT, &store, &"connection closed");
+                        let _ = t.send(None);
+                        break;
+                    }
+                    Ok(Err(e)) => {
+                        outage.lost(WHAT, &store, &e);
+                        let _ = t.send(None);
+                        break;
+                    }
                 }
             }
+            // At once after a channel that stayed up; otherwise backing off.
+            tokio::time::sleep(backoff.next_pause()).await;
         }
-        // At once after a channel that stayed up; otherwise backing off.
-        tokio::time::sleep(backoff.next_pause()).await;
     }
 }

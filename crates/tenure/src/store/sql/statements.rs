@@ -95,6 +95,7 @@ impl Statements {
             "{m} m LEFT JOIN {t} l ON l.namespace = m.namespace \
              AND l.election = m.election AND l.holder = m.holder"
         );
+        let changes = changes_channel(prefix);
         Self {
             // MySQL evaluates SET left to right on updated values, so everything
             // that reads the old row comes first.
@@ -123,13 +124,13 @@ impl Statements {
                     None,
                 )
             }),
-            release: dialect.update(
+            release: dialect.update_announced(
                 &t,
                 // prev_holder names who just left, so followers do not wait
                 // for it as the designated successor.
                 "prev_holder = holder, holder = '', metadata = '', version = version + 1, expires_us = {now}",
                 &format!("{key} AND holder = ? AND term = ?"),
-                None,
+                &changes,
             ),
             read: dialect.select(&t, RECORD_COLUMNS, key, ""),
             heartbeat_and_read: dialect.heartbeat_and_read(&t, &m, RECORD_COLUMNS),
@@ -143,18 +144,18 @@ impl Statements {
                 " ORDER BY namespace, election",
             ),
             insert_vacant: dialect.insert_vacant(&t),
-            hand_over: dialect.update(
+            hand_over: dialect.update_announced(
                 &t,
                 "prev_holder = holder, holder = '', metadata = '', version = version + 1, expires_us = {now}, \
                  handover_to = ?, handover_until_us = {now} + ?, handover_reason = ?",
                 &format!("{key} AND holder = ? AND term = ?"),
-                None,
+                &changes,
             ),
-            request_handover: dialect.update(
+            request_handover: dialect.update_announced(
                 &t,
                 "handover_to = ?, handover_until_us = {now} + ?, handover_reason = ?, version = version + 1",
                 &format!("{key} AND holder <> '' AND expires_us > {{now}}"),
-                None,
+                &changes,
             ),
             leave: dialect.delete(&m, &format!("{key} AND holder = ?")),
             members: dialect.select(
@@ -203,6 +204,13 @@ impl Statements {
             ),
         }
     }
+}
+
+/// The PostgreSQL notification channel of the tables with this prefix, which
+/// release and hand-over statements notify (`Dialect::update_announced`) and
+/// every store of the same tables listens on.
+pub(super) fn changes_channel(prefix: &str) -> String {
+    format!("{prefix}changes")
 }
 
 /// The text of `sql` as sent to the server. Every statement that can read the

@@ -218,7 +218,7 @@ impl LeaseStore for SqlStore {
                     let (locks, key) = (locks.clone(), rec.key.clone());
                     tokio::spawn(async move { locks.leading(&key).await });
                 }
-                Ok(Acquire::Held(Some(rec))) if rec.is_held() => locks.follow(&rec.key, rec.ttl),
+                Ok(Acquire::Held(rec)) => locks.seen(&claim.key, rec.as_ref()),
                 _ => {}
             }
         }
@@ -249,10 +249,9 @@ impl LeaseStore for SqlStore {
         self.named_lock_ended(&tenure.key);
         let released = released?;
         if released {
-            // Notify before returning, not from the queue: a process that
-            // releases on its way out may exit before the queue runs, and its
-            // successor would then wait for its next poll.
-            self.notify(&tenure.key).await;
+            // PostgreSQL listeners heard of it from the statement itself
+            // (`Dialect::update_announced`), not from the queue: a process
+            // that releases on its way out may exit before the queue runs.
             self.after_change(AfterJob::Close(tenure.clone(), EndReason::Released));
         }
         Ok(released)
@@ -289,10 +288,8 @@ impl LeaseStore for SqlStore {
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
             super::mariadb::Tried::Read(rec) => {
-                if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
-                    if r.is_held() {
-                        locks.follow(&member.key, r.ttl);
-                    }
+                if let Some(locks) = &self.named_locks {
+                    locks.seen(&member.key, rec.as_ref());
                 }
                 return Ok(rec);
             }
@@ -376,8 +373,7 @@ impl LeaseStore for SqlStore {
         self.named_lock_ended(&tenure.key);
         let done = done?.rows_affected() == 1;
         if done {
-            // As in `release`: the notification must not wait in the queue.
-            self.notify(&tenure.key).await;
+            // As in `release`, the statement notified PostgreSQL listeners.
             self.after_change(AfterJob::Close(tenure.clone(), reason.into()));
         }
         Ok(done)
@@ -403,7 +399,6 @@ impl LeaseStore for SqlStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        self.notify(key).await;
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
             locks.ring(key).await;
@@ -429,10 +424,8 @@ impl LeaseStore for SqlStore {
         let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(&mut conn, key).await?;
         #[cfg(feature = "mysql")]
-        if let (Some(locks), Some(r)) = (&self.named_locks, &rec) {
-            if r.is_held() {
-                locks.follow(key, r.ttl);
-            }
+        if let Some(locks) = &self.named_locks {
+            locks.seen(key, rec.as_ref());
         }
         Ok(rec)
     }
@@ -450,8 +443,8 @@ impl LeaseStore for SqlStore {
         // Observers list; they are woken like followers.
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            for r in records.iter().filter(|r| r.is_held()) {
-                locks.follow(&r.key, r.ttl);
+            for r in &records {
+                locks.seen(&r.key, Some(r));
             }
         }
         Ok(records)
