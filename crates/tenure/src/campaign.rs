@@ -57,6 +57,9 @@ pub(crate) struct Campaign {
     /// follows is on a hand-over's path, so it carries no heartbeat (a
     /// heartbeat can be slower than a read: etcd's are three requests).
     woken_by_push: bool,
+    /// Whether that push named this election (not a wake-up of everyone
+    /// after the channel opened or failed, where most likely nothing changed).
+    pushed_for_us: bool,
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -85,6 +88,7 @@ impl Campaign {
             free_since: None,
             reaped_at: None,
             woken_by_push: false,
+            pushed_for_us: false,
         }
     }
 
@@ -182,9 +186,10 @@ impl Campaign {
                 biased;
                 _ = &mut sleep => return None,
                 // A pushed change (e.g. a release) ends the wait early.
-                _ = changed(&mut self.changes, Some(&key)) => {
+                woken = changed(&mut self.changes, Some(&key)) => {
                     tracing::trace!(election = %key, "woken by a push");
                     self.woken_by_push = true;
+                    self.pushed_for_us = woken == Woken::Notified;
                     return None;
                 }
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
@@ -390,6 +395,7 @@ impl Campaign {
             // reads every TTL/10, and each read was a heartbeat write too.
             let age = self.shared.heartbeat_age();
             let pushed = std::mem::take(&mut self.woken_by_push);
+            let for_us = std::mem::take(&mut self.pushed_for_us);
             let fused = !pushed
                 && !self.shared.membership_paused()
                 && age != Duration::MAX
@@ -400,11 +406,12 @@ impl Campaign {
             // after this shows it alive.
             let activity = self.push_activity();
             let sent = self.now();
-            // A push is most often a release: the member list (who succeeds)
-            // is read beside the lease, so the designated successor's
-            // acquisition goes one round trip sooner. An idle follower gets
-            // no pushes, so this costs a read per change, not per TTL.
-            let members = pushed.then(|| {
+            // A push naming this election is most often a release: the member
+            // list (who succeeds) is read beside the lease, so the designated
+            // successor's acquisition goes one round trip sooner. An idle
+            // follower gets no such pushes, so this costs a read per change,
+            // not per TTL.
+            let members = for_us.then(|| {
                 let (store, key) = (self.store.clone(), key.clone());
                 async move { store.members(&key).await }
             });
@@ -789,7 +796,7 @@ impl Campaign {
                     // the pool from the renewals, and leaders missed their
                     // deadlines. A request lost that way fails the next
                     // renewal, as without push.
-                    woken = changed(&mut self.changes, Some(&key)) => { pushed = woken == Woken::Notified; None },
+                    woken = changed(&mut self.changes, Some(&key)) => { pushed = woken != Woken::Lagged; None },
                     cmd = self.commands.recv() => Some(cmd),
                 }
             };

@@ -601,9 +601,11 @@ pub type Changes = tokio::sync::broadcast::Receiver<Option<ElectionKey>>;
 /// Why a wait for a change ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Woken {
-    /// A notification for a wanted election, or one for every election (the
-    /// push channel came back and anything may have changed).
+    /// A notification for a wanted election.
     Notified,
+    /// One for every election: the push channel (re)opened or failed, and
+    /// anything may have changed.
+    Everyone,
     /// This receiver fell behind and notifications were dropped: one for a
     /// wanted election may have been among them.
     Lagged,
@@ -626,7 +628,8 @@ pub(crate) async fn changed_matching(
     loop {
         match rx.recv().await {
             Ok(Some(k)) if !wanted(&k) => continue,
-            Ok(_) => return Woken::Notified,
+            Ok(Some(_)) => return Woken::Notified,
+            Ok(None) => return Woken::Everyone,
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Woken::Lagged,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                 *changes = None;
@@ -748,6 +751,6 @@ mod tests {
         tx.send(Some(mine.clone())).ok();
         assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Notified);
         tx.send(None).ok();
-        assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Notified);
+        assert_eq!(changed(&mut changes, Some(&mine)).await, Woken::Everyone);
     }
 }

@@ -197,6 +197,14 @@ impl Listener {
                     continue;
                 }
             };
+            // We may have missed notifications while disconnected (or, on the
+            // first connection, since our subscribers subscribed).
+            match tx.upgrade() {
+                Some(t) => {
+                    let _ = t.send(None);
+                }
+                None => return,
+            }
             let mut probes = Probes::new(self.probe_period);
             loop {
                 probes.send_due(&self.pool, &self.channel).await;
@@ -216,12 +224,11 @@ impl Listener {
                     }
                     Err(_) => continue,
                     Ok(Ok(Some(n))) if probes.arrived(n.payload()) => {
+                        // Up only now: notifications were accepted before,
+                        // and this shows they arrive.
                         if !std::mem::replace(&mut probes.confirmed, true) {
                             backoff.opened();
-                            // Back before the wake-up, so the woken see the channel up.
                             outage.restored(WHAT, &store);
-                            // We may have missed notifications while disconnected.
-                            let _ = t.send(None);
                         }
                     }
                     // Another store's probe.
