@@ -1019,6 +1019,70 @@ fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
     }
 }
 
+/// Issue 10: a leader sends no member heartbeats while it leads, and
+/// `tenure status` still lists it as the live leader, last heard from at its
+/// last renewal, after it has led for longer than a registration lasts
+/// without a heartbeat (three TTLs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_a_long_serving_leader_as_live() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = tenure::store::connect(&url, &Default::default())
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let leader = tenure::Elector::builder(store)
+        .election("long")
+        .identity("boss")
+        .ttl(ttl)
+        .build()
+        .unwrap();
+    leader.acquired().await.unwrap();
+    tokio::time::sleep(ttl * 5).await;
+    assert!(leader.is_leader());
+    let out = tenure(
+        dir.path(),
+        &["status", "--store", &url, "--election", "long", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let members = rows[0]["members"].as_array().expect("members");
+    let boss = members
+        .iter()
+        .find(|m| m["identity"] == "boss")
+        .unwrap_or_else(|| panic!("the leader is listed: {rows}"));
+    assert_eq!(boss["live"], true, "{rows}");
+    let heard_us = boss["heartbeat_at_us"].as_i64().unwrap();
+    // Heard from within a TTL of a later read (it renews every ttl/3), not
+    // at its registration five TTLs ago.
+    let later = tenure::store::connect(&url, &Default::default())
+        .await
+        .unwrap()
+        .read(&tenure::store::ElectionKey::new("default", "long"))
+        .await
+        .unwrap()
+        .unwrap();
+    let age_us = later.read_at_us - heard_us;
+    assert!(
+        age_us < 1_000_000,
+        "last heard from {age_us} µs before a later read: {rows}"
+    );
+    let out = tenure(
+        dir.path(),
+        &["status", "--store", &url, "--election", "long"],
+    );
+    let table = text(&out);
+    // The member list's row (after the elections' table): role "leader".
+    let members_at = table.find("members:").unwrap_or_else(|| panic!("{table}"));
+    let row = table[members_at..]
+        .lines()
+        .find(|l| l.contains("boss#"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.trim_start().starts_with("leader"), "{table}");
+    leader.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn status_shows_one_election_when_asked() {
     let dir = tempfile::tempdir().unwrap();

@@ -881,12 +881,12 @@ impl Campaign {
                         // leader's path (a slow reap must not delay a shutdown
                         // or a resign).
                         self.reaped_at = Some(t0);
-                        let store = self.store.clone();
-                        let key = self.config.key.clone();
-                        let timeout = self.timing().reap_timeout;
-                        tokio::spawn(async move {
-                            let _ = tokio::time::timeout(timeout, store.reap(&key)).await;
-                        });
+                        tokio::spawn(reap(
+                            self.store.clone(),
+                            self.shared.clone(),
+                            self.member(),
+                            self.config.timing.clone(),
+                        ));
                     }
                     if let Some(check) = self.preemption_check(led_since) {
                         // The check reads the store: it races commands and the
@@ -1100,14 +1100,45 @@ impl Drop for Closed {
     }
 }
 
+/// The leader's garbage collection of lapsed registrations (see
+/// `Timing::reap_period`). Where the lease vouches for its holder
+/// (`Capabilities::lease_vouches_for_holder`), the leader's own registration
+/// is not refreshed while it leads and has lapsed by now: it is refreshed
+/// first, so the reap does not delete it, and if that fails nothing is
+/// reaped (the garbage waits for the next reap).
+async fn reap(store: DynStore, shared: Arc<Shared>, member: Member, timing: Timing) {
+    if store.capabilities().lease_vouches_for_holder {
+        if shared.membership_paused() {
+            return;
+        }
+        let sent = shared.clock.now();
+        let heartbeat = store.heartbeat(&member, timing.member_ttl);
+        match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {
+            Ok(Ok(())) => shared.heartbeat_sent(sent),
+            _ => return,
+        }
+    }
+    let _ = tokio::time::timeout(timing.reap_timeout, store.reap(&member.key)).await;
+}
+
 /// Keeps this candidate registered when nothing else does: a follower's
-/// reads carry its heartbeat, so this task mostly refreshes the leader's
-/// registration (every 1.5 TTLs); none while membership is paused after a
-/// resignation.
+/// reads carry its heartbeat, so this task mostly registers a new candidate
+/// and refreshes the leader's registration on stores whose lease does not
+/// vouch for its holder (etcd, ZooKeeper: every 1.5 TTLs). Elsewhere a
+/// leader sends no heartbeat while it leads: holding the lease proves it
+/// alive, and member readers count it live from its renewals
+/// (`Capabilities::lease_vouches_for_holder`), so an idle leader costs its
+/// renewals alone. None while membership is paused after a resignation.
 async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing: Timing) {
+    let vouched = store.capabilities().lease_vouches_for_holder;
     loop {
-        // The first registration goes at once; later ones when due.
-        if !shared.membership_paused() && timing.heartbeat_due(shared.heartbeat_age()) {
+        // The first registration goes at once; later ones when due. A
+        // leader that registered skips them (see above); once it stops
+        // leading (`is_leader` is false from its local deadline on) its
+        // registration is long due, and the next tick refreshes it.
+        let age = shared.heartbeat_age();
+        let leading = vouched && age != Duration::MAX && shared.is_leader();
+        if !shared.membership_paused() && !leading && timing.heartbeat_due(age) {
             let sent = shared.clock.now();
             let heartbeat = store.heartbeat(&member, timing.member_ttl);
             match tokio::time::timeout(timing.heartbeat_timeout, heartbeat).await {

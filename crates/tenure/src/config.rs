@@ -243,8 +243,11 @@ pub(crate) struct Timing {
     pub first_renew_retry: Duration,
     /// A registration is refreshed when its last heartbeat is this old at a
     /// tick. A follower's reads at each lease expiry (2/3 to 1 TTL apart)
-    /// carry its heartbeat, so a separate one is rarely due; the leader's is
-    /// due every 1.5 TTLs (the first tick past this age).
+    /// carry its heartbeat, so a separate one is rarely due; a leader sends
+    /// none where the lease vouches for it
+    /// (`Capabilities::lease_vouches_for_holder`), elsewhere (etcd,
+    /// ZooKeeper) its own is due every 1.5 TTLs (the first tick past this
+    /// age).
     pub heartbeat_period: Duration,
     /// How often the membership task checks whether a heartbeat is due, on a
     /// grid shared by the process, so due heartbeats of many elections land
@@ -254,9 +257,13 @@ pub(crate) struct Timing {
     pub heartbeat_timeout: Duration,
     /// How long a registration lasts without a heartbeat: three missed ones.
     pub member_ttl: Duration,
-    /// How often the leader deletes lapsed registrations. Readers already
-    /// ignore lapsed ones (`MemberRecord::live`): reaping is garbage
-    /// collection, so it is rare.
+    /// How often the leader deletes lapsed registrations: 30 TTLs. Readers
+    /// already ignore lapsed ones (`MemberRecord::live`): reaping is
+    /// garbage collection, so it is rare (a crashed member's row lingers
+    /// up to 33 TTLs, harmlessly). It was 6 TTLs: once a leader stopped
+    /// heartbeating (`Capabilities::lease_vouches_for_holder`), a reap and
+    /// the heartbeat that goes before it every 6 TTLs would have been an
+    /// idle leader's main cost beyond its renewals (issue 10).
     pub reap_period: Duration,
 }
 
@@ -298,7 +305,7 @@ impl Timing {
             heartbeat_tick: ttl / 2,
             heartbeat_timeout: ttl,
             member_ttl: ttl * 3,
-            reap_period: ttl * 6,
+            reap_period: ttl * 30,
         }
     }
 
@@ -638,7 +645,7 @@ mod tests {
             heartbeat_tick: MS(5_000),
             heartbeat_timeout: MS(10_000),
             member_ttl: MS(30_000),
-            reap_period: MS(60_000),
+            reap_period: MS(300_000),
         };
         assert_eq!(
             Timing {

@@ -12,7 +12,7 @@ use tenure::{Elector, State};
 
 mod world;
 
-use world::{eventually, settle, World, TTL};
+use world::{eventually, key, settle, World, TTL};
 
 #[tokio::test]
 async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
@@ -399,9 +399,10 @@ async fn a_slow_preemption_check_does_not_delay_resign() {
     resign_is_prompt(&w, &e, "the preemption check").await;
 }
 
-/// The leader reaps lapsed members every 6 TTLs; when the reap hangs, a
-/// resign right after it started must not wait for it (Defect 7 of issue 9:
-/// a reap run inline delayed a resign by up to ttl/2 of real time).
+/// The leader reaps lapsed members every 30 TTLs (after refreshing its own
+/// registration); when that hangs, a resign right after it started must not
+/// wait for it (Defect 7 of issue 9: a reap run inline delayed a resign by
+/// up to ttl/2 of real time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reap_does_not_delay_resign() {
     let w = World::new();
@@ -410,10 +411,14 @@ async fn a_slow_reap_does_not_delay_resign() {
         .await
         .unwrap()
         .unwrap();
+    w.advance(Duration::from_secs(1), Duration::from_millis(500))
+        .await;
+    let registered = w.store.calls(Op::Heartbeat);
     w.store.set_hang_members(true);
-    // Renew until the first reap (6 TTLs after the tenure began) has started.
+    // Renew until the first reap (30 TTLs after the tenure began) has
+    // started: the heartbeat that goes before it, or the reap itself.
     let started = Instant::now();
-    while w.store.calls(Op::Reap) == 0 {
+    while w.store.calls(Op::Reap) == 0 && w.store.calls(Op::Heartbeat) == registered {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "no reap within {:?} of clock time",
@@ -619,4 +624,147 @@ async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
             },
         ]
     );
+}
+
+/// Issue 10: an idle leader sends its renewals and nothing else for 29 TTLs
+/// (no member heartbeat: holding the lease proves it alive, and the store
+/// counts the lease's holder as a live member), stays a live, fresh member
+/// to every reader, and its rare reap (every 30 TTLs, after refreshing its
+/// own registration) removes a dead member but not the leader. Before: a
+/// heartbeat every 1.5 TTLs and a reap every 6 (22 calls in 28 TTLs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_leader_sends_only_renewals_and_stays_a_live_member() {
+    let w = World::new();
+    let e = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), e.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    // Its first registration (sent when the elector started).
+    w.advance(Duration::from_secs(1), Duration::from_millis(500))
+        .await;
+    eventually("the leader registered", || {
+        w.store.calls(Op::Heartbeat) + w.store.calls(Op::HeartbeatAndRead) >= 1
+    })
+    .await;
+    let before = w.store.total_calls() - w.store.calls(Op::Renew);
+    let renewals = w.store.calls(Op::Renew);
+    // 28 TTLs: past the registration's three-TTL lapse many times over.
+    w.advance(TTL * 28, Duration::from_millis(500)).await;
+    assert!(e.is_leader());
+    let extra = w.store.total_calls() - w.store.calls(Op::Renew) - before;
+    assert_eq!(
+        extra,
+        0,
+        "an idle leader sent {extra} requests besides renewals in 28 TTLs \
+         (heartbeats {}, reaps {}, reads {})",
+        w.store.calls(Op::Heartbeat),
+        w.store.calls(Op::Reap),
+        w.store.calls(Op::Read),
+    );
+    let renewed = w.store.calls(Op::Renew) - renewals;
+    assert!(renewed >= 80, "{renewed} renewals in 28 TTLs");
+
+    // Every member reader sees the leader live and fresh, heard from at its
+    // last renewal (within a renew period).
+    let store = w.dyn_store();
+    let lease = store.read(&key()).await.unwrap().unwrap();
+    let check = |members: &[tenure::store::MemberRecord], what: &str| {
+        let m = members
+            .iter()
+            .find(|m| m.identity == "a")
+            .unwrap_or_else(|| panic!("{what}: the leader is not listed: {members:?}"));
+        assert!(m.live, "{what}: {m:?}");
+        assert!(m.is_fresh(lease.read_at_us, TTL), "{what}: {m:?}");
+        assert!(
+            lease.read_at_us - m.heartbeat_at_us <= 5_000_000,
+            "{what}: last heard from {} µs ago",
+            lease.read_at_us - m.heartbeat_at_us
+        );
+    };
+    check(&store.members(&key()).await.unwrap(), "members");
+    check(&e.members().await.unwrap(), "Elector::members");
+    let records = store.list(None).await.unwrap();
+    let all = tenure::store::members_of(&*store, &records, None)
+        .await
+        .unwrap();
+    check(&all[&key()], "members_of");
+    check(&store.list_members(None).await.unwrap(), "list_members");
+
+    // A dead member, lapsed by the reap: the leader's reap removes it, after
+    // refreshing the leader's own registration, which stays.
+    let dead = tenure::store::Member {
+        key: key(),
+        holder: "dead#1".into(),
+        metadata: String::new(),
+        priority: 0,
+    };
+    w.memory.heartbeat(&dead, TTL).await.unwrap();
+    let heartbeats = w.store.calls(Op::Heartbeat);
+    w.advance(TTL * 4, Duration::from_millis(500)).await;
+    eventually("the leader reaped", || w.store.calls(Op::Reap) >= 1).await;
+    let members = w.memory.members(&key()).await.unwrap();
+    assert!(
+        members.iter().all(|m| m.identity != "dead"),
+        "the dead member was reaped: {members:?}"
+    );
+    // Listed at all: the reap did not delete its row (vouching only
+    // amends a row that exists).
+    assert!(
+        members.iter().any(|m| m.identity == "a" && m.live),
+        "the leader's registration was kept: {members:?}"
+    );
+    assert_eq!(
+        w.store.calls(Op::Heartbeat) - heartbeats,
+        1,
+        "one heartbeat, before the reap"
+    );
+    assert_eq!(w.store.calls(Op::Reap), 1, "one reap in 33 TTLs");
+    e.shutdown().await.unwrap();
+}
+
+/// A leader that stops leading (here: its store fails past its deadline,
+/// and a follower takes over) heartbeats again as a follower: its own
+/// registration, not refreshed while it led, is fresh again by itself (the
+/// new leader's lease does not vouch for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_stops_leading_heartbeats_again() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b_store = Arc::new(tenure::testing::Instrumented::new(w.memory.clone()));
+    let b = Elector::builder(b_store as tenure::store::DynStore)
+        .election("job")
+        .identity("b")
+        .ttl(TTL)
+        .clock(Arc::new(w.clock.clone()))
+        .build()
+        .unwrap();
+    w.advance(TTL * 5, Duration::from_millis(500)).await;
+    assert!(a.is_leader());
+    // a's renewals fail from now on: it steps down at its deadline and b
+    // takes the lease at its expiry.
+    w.store.set_unavailable(true);
+    w.advance(TTL * 2, Duration::from_millis(500)).await;
+    assert!(!a.is_leader());
+    eventually("b leads", || b.is_leader()).await;
+    w.store.set_unavailable(false);
+    w.advance(TTL, Duration::from_millis(500)).await;
+    let lease = w.memory.read(&key()).await.unwrap().unwrap();
+    assert_eq!(
+        lease.holder.as_deref().map(tenure::store::identity_of),
+        Some("b")
+    );
+    let members = w.memory.members(&key()).await.unwrap();
+    let m = members.iter().find(|m| m.identity == "a").expect("listed");
+    assert!(
+        m.live && m.is_fresh(lease.read_at_us, TTL),
+        "{m:?} at {}",
+        lease.read_at_us
+    );
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
 }

@@ -58,10 +58,11 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
     let leader_before = leader_counted.total_calls() - leader_counted.calls(Op::Renew);
     tokio::time::sleep(ttl * 3).await;
     let calls = counted.total_calls() - calls_before;
-    // The leader renews every ttl/3; anything else is overhead: its own
-    // member heartbeat every 1.5 TTLs (3 when the window starts at one) and
-    // no reap in its first 6 TTLs; one read to spare for a store-wide
-    // wake-up (a heartbeat and a reap per TTL made 6 or more).
+    // The leader renews every ttl/3; anything else is overhead: no member
+    // heartbeat while it leads where its lease vouches for it (elsewhere one
+    // every 1.5 TTLs: 3 when the window starts at one) and no reap in its
+    // first 30 TTLs; one read to spare for a store-wide wake-up (a
+    // heartbeat and a reap per TTL made 6 or more).
     let leader_extra =
         leader_counted.total_calls() - leader_counted.calls(Op::Renew) - leader_before;
     assert!(
@@ -215,6 +216,122 @@ async fn etcd_follower_is_quiet() {
         return;
     };
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
+}
+
+/// Issue 10: an idle leader (ttl 1 s) sends nothing but its renewals for
+/// eight TTLs once it has registered (no member heartbeat: holding the lease
+/// proves it alive; no reap: every 30 TTLs), and every member reader (a
+/// second store, as another process would read: `members`, `members_of`,
+/// `list_members`, and `Elector::members`) still sees it live and fresh,
+/// heard from at its last renewal. Before: a heartbeat every 1.5 TTLs and a
+/// reap every 6 (5 to 7 requests in eight TTLs).
+async fn idle_leader_sends_only_renewals(name: &str, url: String) {
+    let options = StoreOptions::default();
+    let Some(store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let reader = tenure::store::connect(&url, &options)
+        .await
+        .expect("reader store");
+    assert!(
+        store.capabilities().lease_vouches_for_holder,
+        "{name}: the lease vouches for its holder"
+    );
+    let counted = Arc::new(Instrumented::new(store));
+    let namespace = format!("idle-{:08x}", rand::random::<u32>());
+    let ttl = Duration::from_secs(1);
+    let leader = Elector::builder(counted.clone() as DynStore)
+        .namespace(namespace.clone())
+        .election("e")
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .expect("leader");
+    leader.acquired().await.expect("leads");
+    // Its first registration goes when the elector starts.
+    tokio::time::sleep(ttl).await;
+    assert!(
+        counted.calls(Op::Heartbeat) + counted.calls(Op::HeartbeatAndRead) >= 1,
+        "{name}: the leader registered"
+    );
+    let before = counted.total_calls() - counted.calls(Op::Renew);
+    let renewals = counted.calls(Op::Renew);
+    tokio::time::sleep(ttl * 8).await;
+    let extra = counted.total_calls() - counted.calls(Op::Renew) - before;
+    let renewed = counted.calls(Op::Renew) - renewals;
+    assert_eq!(
+        extra,
+        0,
+        "{name}: an idle leader made {extra} requests besides {renewed} renewals in eight TTLs \
+         (heartbeats {}, reaps {}, reads {})",
+        counted.calls(Op::Heartbeat),
+        counted.calls(Op::Reap),
+        counted.calls(Op::Read),
+    );
+    assert!(leader.is_leader(), "{name}: still leads");
+    // 24 on the renewal grid; half of that is plenty of evidence.
+    assert!(renewed >= 12, "{name}: {renewed} renewals in eight TTLs");
+
+    let key = tenure::store::ElectionKey::new(namespace.clone(), "e");
+    let lease = reader.read(&key).await.expect("read").expect("a lease");
+    let check = |members: &[tenure::store::MemberRecord], what: &str| {
+        let m = members
+            .iter()
+            .find(|m| m.identity == "leader")
+            .unwrap_or_else(|| panic!("{name}: {what}: the leader is not listed: {members:?}"));
+        assert!(
+            m.live && m.is_fresh(lease.read_at_us, ttl),
+            "{name}: {what}: {m:?} at {}",
+            lease.read_at_us
+        );
+        // Heard from at its last renewal: within a renew period (333 ms)
+        // and a round trip; half a TTL to spare.
+        let age_us = lease.read_at_us - m.heartbeat_at_us;
+        assert!(
+            age_us < 500_000,
+            "{name}: {what}: last heard from {age_us} µs ago"
+        );
+    };
+    check(&reader.members(&key).await.expect("members"), "members");
+    let records = reader.list(Some(&namespace)).await.expect("list");
+    let all = tenure::store::members_of(&*reader, &records, Some(&namespace))
+        .await
+        .expect("members_of");
+    check(&all[&key], "members_of");
+    check(
+        &reader
+            .list_members(Some(&namespace))
+            .await
+            .expect("list_members"),
+        "list_members",
+    );
+    check(
+        &leader.members().await.expect("members"),
+        "Elector::members",
+    );
+    leader.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_idle_leader_sends_only_renewals() {
+    idle_leader_sends_only_renewals("postgres", servers::postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_idle_leader_sends_only_renewals() {
+    idle_leader_sends_only_renewals("mariadb", servers::mysql_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_idle_leader_sends_only_renewals() {
+    idle_leader_sends_only_renewals("redis", servers::redis_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_idle_leader_sends_only_renewals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    idle_leader_sends_only_renewals("sqlite", url).await;
 }
 
 /// A leader and a follower (ttl 30 s) on two stores (the follower's through

@@ -496,7 +496,8 @@ async fn renewals_of_one_process_share_a_script_call() {
     let beats = store.heartbeat_calls() - beats;
     let reaps = store.reap_calls() - reaps;
     // Nine grid instants (ten if the window straddles one), a straggler or
-    // two: not 360. Heartbeats every 1.5 TTLs and reaps every 6: a few.
+    // two: not 360. No heartbeats while leading, a reap every 30 TTLs: none
+    // or a few (the bounds below are from when leaders heartbeated).
     assert!(
         renews <= 14,
         "{renews} renewal calls for {N} leaders in three TTLs"

@@ -291,7 +291,10 @@ impl LeaseStore for MemoryStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            lease_vouches_for_holder: true,
+            ..Capabilities::default()
+        }
     }
 
     fn describe(&self) -> String {
@@ -394,23 +397,31 @@ impl LeaseStore for MemoryStore {
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let now = self.now_us();
-        let mut out: Vec<MemberRecord> = self
-            .rows()
+        let t = self.rows();
+        let lease = t.leases.get(key);
+        let mut out: Vec<MemberRecord> = t
             .members
             .iter()
             .filter(|((k, _), _)| k == key)
-            .map(|((k, holder), m)| MemberRecord {
-                key: k.clone(),
-                holder: holder.clone(),
-                identity: super::identity_of(holder).to_string(),
-                metadata: m.metadata.clone(),
-                priority: m.priority,
-                joined_at_us: m.joined_us,
-                heartbeat_at_us: m.heartbeat_us,
-                expires_at_us: m.expires_us,
-                live: m.expires_us > now,
+            .map(|((k, holder), m)| {
+                let mut r = MemberRecord {
+                    key: k.clone(),
+                    holder: holder.clone(),
+                    identity: super::identity_of(holder).to_string(),
+                    metadata: m.metadata.clone(),
+                    priority: m.priority,
+                    joined_at_us: m.joined_us,
+                    heartbeat_at_us: m.heartbeat_us,
+                    expires_at_us: m.expires_us,
+                    live: m.expires_us > now,
+                };
+                if let Some(l) = lease.filter(|l| &l.holder == holder) {
+                    super::vouch_for_holder(&mut r, l.renewed_us, l.expires_us, now);
+                }
+                r
             })
             .collect();
+        drop(t);
         super::sort_successors_first(&mut out);
         Ok(out)
     }

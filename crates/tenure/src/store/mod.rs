@@ -176,11 +176,17 @@ pub struct MemberRecord {
     pub priority: u32,
     /// When it joined (store clock, µs since the epoch).
     pub joined_at_us: i64,
-    /// Its last heartbeat (store clock, µs).
+    /// Its last heartbeat (store clock, µs). For the holder of the
+    /// election's unexpired lease, on a store with
+    /// [`Capabilities::lease_vouches_for_holder`], its last renewal if that
+    /// is later: a leader does not heartbeat while it leads.
     pub heartbeat_at_us: i64,
-    /// When its registration lapses without another heartbeat (store clock, µs).
+    /// When its registration lapses without another heartbeat (store clock,
+    /// µs); for the holder of the unexpired lease (as above) the lease's
+    /// expiry if that is later.
     pub expires_at_us: i64,
-    /// Whether the registration is current by the store's clock.
+    /// Whether the registration is current by the store's clock; the
+    /// holder of the unexpired lease is live (as above).
     pub live: bool,
 }
 
@@ -197,6 +203,25 @@ impl MemberRecord {
             .unwrap_or(i64::MAX)
             .saturating_mul(2);
         self.live && now_us.saturating_sub(self.heartbeat_at_us) < fresh_us
+    }
+}
+
+/// The rule of [`Capabilities::lease_vouches_for_holder`], for a member
+/// whose holder id is the lease's holder: while that lease is unexpired
+/// (`lease_expires_us > now_us`, store clock) the member is live, last heard
+/// from at the lease's renewal, and lapses no sooner than the lease does. A
+/// leader's own registration is refreshed only rarely (before its reaps), so
+/// without this its row would read as lapsed while it leads.
+pub(crate) fn vouch_for_holder(
+    m: &mut MemberRecord,
+    lease_renewed_us: i64,
+    lease_expires_us: i64,
+    now_us: i64,
+) {
+    if lease_expires_us > now_us {
+        m.heartbeat_at_us = m.heartbeat_at_us.max(lease_renewed_us);
+        m.expires_at_us = m.expires_at_us.max(lease_expires_us);
+        m.live = true;
     }
 }
 
@@ -384,6 +409,15 @@ pub struct Capabilities {
     /// for a TTL. Never a safety matter: acquisitions are the same
     /// compare-and-set either way.
     pub push_expiry: bool,
+    /// [`LeaseStore::members`] and [`LeaseStore::list_members`] count the
+    /// holder of the election's unexpired lease as a live member heard from
+    /// at its last renewal, whatever its own registration says (see
+    /// [`MemberRecord`]): holding the lease proves it alive, so a leader
+    /// sends no member heartbeats while it leads, only its renewals. Where
+    /// false (etcd, ZooKeeper: their registrations live on their own leases
+    /// and sessions) the leader keeps heartbeating. Never a safety matter:
+    /// membership only orders successors.
+    pub lease_vouches_for_holder: bool,
 }
 
 /// The storage contract.
@@ -443,7 +477,9 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool>;
 
     /// Lists an election's members, live and lapsed, best successor first
-    /// (highest priority, then longest-serving).
+    /// (highest priority, then longest-serving). With
+    /// [`Capabilities::lease_vouches_for_holder`] the holder of the
+    /// unexpired lease reads as live (see [`MemberRecord`]).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
 
     /// The registrations of every election (in `namespace`, or in the

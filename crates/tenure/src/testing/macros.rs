@@ -64,6 +64,7 @@ macro_rules! conformance_tests {
             members_register_heartbeat_and_are_reaped,
             heartbeat_and_read_registers_and_reads,
             list_members_matches_members,
+            the_lease_vouches_for_its_holder,
             handover_lets_only_the_target_acquire_within_the_window,
             handover_request_makes_renewal_fail,
             oversized_handover_windows_are_refused_and_nothing_is_written,

@@ -77,6 +77,89 @@ impl Conformance {
         assert_eq!(m[0].holder, "vip#1");
     }
 
+    /// Where the store says so ([`Capabilities::lease_vouches_for_holder`](crate::store::Capabilities::lease_vouches_for_holder)),
+    /// the holder of the unexpired lease reads as a live member heard from
+    /// at its last renewal though its own registration lapsed (a leader
+    /// sends no heartbeats), in `members` and `list_members` alike; a lapsed
+    /// member that does not hold the lease, or the holder once it released,
+    /// reads as lapsed.
+    pub async fn the_lease_vouches_for_its_holder(&self) {
+        let s = self.store().await;
+        if !s.capabilities().lease_vouches_for_holder {
+            return;
+        }
+        let t = self.timing().await;
+        let key = self.key("vouch");
+        let member = |holder: &str| crate::store::Member {
+            key: key.clone(),
+            holder: holder.into(),
+            metadata: String::new(),
+            priority: 0,
+        };
+        let short = t.ms(300);
+        s.heartbeat(&member("h#1"), short).await.expect("join");
+        s.heartbeat(&member("other#1"), short).await.expect("join");
+        let won = s
+            .try_acquire(&super::claim(&key, "h#1", Duration::from_secs(30)))
+            .await
+            .expect("acquire");
+        let crate::store::Acquire::Acquired(rec) = won else {
+            panic!("[{}] acquire: {won:?}", self.name)
+        };
+        // Both registrations lapse; the lease (30 s) does not.
+        let start = Instant::now();
+        loop {
+            let m = s.members(&key).await.expect("members");
+            if !m
+                .iter()
+                .find(|m| m.holder == "other#1")
+                .expect("other")
+                .live
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5) * t.k,
+                "[{}] member did not lapse",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(s
+            .renew(&super::tenure(&rec), Duration::from_secs(30))
+            .await
+            .expect("renew"));
+        let lease = s.read(&key).await.expect("read").expect("a lease");
+        let listed = s.list_members(Some(&key.namespace)).await.expect("list");
+        for (what, m) in [
+            ("members", s.members(&key).await.expect("members")),
+            ("list_members", listed),
+        ] {
+            let h = m.iter().find(|m| m.holder == "h#1").expect("the holder");
+            assert!(
+                h.live && h.is_fresh(lease.read_at_us, Duration::from_secs(1)),
+                "[{}] {what}: the holder is live: {h:?}",
+                self.name
+            );
+            assert_eq!(
+                h.heartbeat_at_us, lease.renewed_at_us,
+                "[{}] {what}: heard from at its renewal",
+                self.name
+            );
+            assert!(
+                h.expires_at_us >= lease.expires_at_us,
+                "[{}] {what}: {h:?}",
+                self.name
+            );
+            let o = m.iter().find(|m| m.holder == "other#1").expect("other");
+            assert!(!o.live, "[{}] {what}: not the holder: {o:?}", self.name);
+        }
+        assert!(s.release(&super::tenure(&lease)).await.expect("release"));
+        let m = s.members(&key).await.expect("members");
+        let h = m.iter().find(|m| m.holder == "h#1").expect("the holder");
+        assert!(!h.live, "[{}] released: lapsed: {h:?}", self.name);
+    }
+
     /// A heartbeat carried by a read registers (keeping the join time on
     /// later ones) and reads what `read` reads, before and after a term.
     pub async fn heartbeat_and_read_registers_and_reads(&self) {

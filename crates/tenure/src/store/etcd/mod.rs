@@ -230,6 +230,10 @@ impl LeaseStore for EtcdStore {
             // the sweeper deletes a tenure its live process stopped renewing:
             // the watch sees both, as it sees a release.
             push_expiry: true,
+            // A member's heartbeat is a keep-alive of the member lease its
+            // registration names, and `members` dates it from that lease:
+            // the leader keeps heartbeating (one keep-alive per 1.5 TTLs).
+            lease_vouches_for_holder: false,
         }
     }
     fn describe(&self) -> String {

@@ -329,6 +329,8 @@ impl LeaseStore for RedisStore {
         Capabilities {
             push: true,
             push_acquisitions: true,
+            // `members.lua` reads the lease with the member list.
+            lease_vouches_for_holder: true,
             ..Capabilities::default()
         }
     }
@@ -465,14 +467,22 @@ impl LeaseStore for RedisStore {
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let flat: Vec<String> = self
-            .run(&self.scripts.members.key(self.key("members", key)))
+            .run(
+                self.scripts
+                    .members
+                    .key(self.key("members", key))
+                    .key(self.key("lease", key)),
+            )
             .await?;
-        let Some((now, rest)) = flat.split_first() else {
-            return Err(self.protocol("an empty member list".into()));
+        let [now, lease_holder, lease_renewed, lease_expires, rest @ ..] = flat.as_slice() else {
+            return Err(self.protocol("a member list without its header".into()));
         };
-        let now: i64 = now
-            .parse()
-            .map_err(|_| self.protocol(format!("a server time {now:?}")))?;
+        let int = |v: &String| -> Result<i64> {
+            v.parse()
+                .map_err(|_| self.protocol(format!("a server time {v:?}")))
+        };
+        let now = int(now)?;
+        let (lease_renewed, lease_expires) = (int(lease_renewed)?, int(lease_expires)?);
         let mut out = Vec::with_capacity(rest.len() / 2);
         for pair in rest.chunks(2) {
             let [holder, json] = pair else {
@@ -481,7 +491,7 @@ impl LeaseStore for RedisStore {
             let v: serde_json::Value = serde_json::from_str(json)
                 .map_err(|_| self.protocol(format!("a member registration {json:?}")))?;
             let expires_at_us = json_i64(&v, "expires_us");
-            out.push(MemberRecord {
+            let mut m = MemberRecord {
                 key: key.clone(),
                 holder: holder.clone(),
                 identity: super::identity_of(holder).to_string(),
@@ -491,7 +501,11 @@ impl LeaseStore for RedisStore {
                 heartbeat_at_us: json_i64(&v, "heartbeat_us"),
                 expires_at_us,
                 live: expires_at_us > now,
-            });
+            };
+            if holder == lease_holder {
+                super::vouch_for_holder(&mut m, lease_renewed, lease_expires, now);
+            }
+            out.push(m);
         }
         super::sort_successors_first(&mut out);
         Ok(out)

@@ -129,7 +129,7 @@ pub(super) fn decode_member(row: &AnyRow) -> Result<MemberRecord, sqlx::Error> {
     let holder: String = row.try_get("holder")?;
     let expires_at_us: i64 = row.try_get("expires_us")?;
     let now_us: i64 = row.try_get("now_us")?;
-    Ok(MemberRecord {
+    let mut m = MemberRecord {
         key: ElectionKey {
             namespace: row.try_get("namespace")?,
             election: row.try_get("election")?,
@@ -142,7 +142,15 @@ pub(super) fn decode_member(row: &AnyRow) -> Result<MemberRecord, sqlx::Error> {
         heartbeat_at_us: row.try_get("heartbeat_us")?,
         expires_at_us,
         live: expires_at_us > now_us,
-    })
+    };
+    // The lease columns are 0 unless this member holds the lease.
+    crate::store::vouch_for_holder(
+        &mut m,
+        row.try_get("lease_renewed_us")?,
+        row.try_get("lease_expires_us")?,
+        now_us,
+    );
+    Ok(m)
 }
 
 pub(super) fn decode_history(row: &AnyRow) -> Result<HistoryRecord, sqlx::Error> {

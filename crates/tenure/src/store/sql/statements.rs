@@ -35,10 +35,16 @@ const RECORD_COLUMNS: &str = "namespace, election, holder, metadata, term, versi
      acquired_us, renewed_us, expires_us, handover_to, handover_until_us, start_reason, \
      prev_holder, prev_expires_us, {now} AS now_us";
 
-/// Member columns, in the order [`decode_member`](super::decode::decode_member) expects.
+/// Member columns, in the order [`decode_member`](super::decode::decode_member)
+/// expects: the member row `m`, and the renewal and expiry of the lease `l`
+/// where the member holds it (0 where not), by which a leader reads as live
+/// without heartbeating (`Capabilities::lease_vouches_for_holder`).
 const MEMBER_COLUMNS: &str =
-    "namespace, election, holder, identity, metadata, priority, joined_us, \
-     heartbeat_us, expires_us, {now} AS now_us";
+    "m.namespace AS namespace, m.election AS election, m.holder AS holder, \
+     m.identity AS identity, m.metadata AS metadata, m.priority AS priority, \
+     m.joined_us AS joined_us, m.heartbeat_us AS heartbeat_us, m.expires_us AS expires_us, \
+     COALESCE(l.renewed_us, 0) AS lease_renewed_us, COALESCE(l.expires_us, 0) AS lease_expires_us, \
+     {now} AS now_us";
 
 /// Prepared statement texts for one table prefix and dialect.
 #[derive(Debug)]
@@ -83,6 +89,12 @@ impl Statements {
         let h = format!("{prefix}history");
         let returning = Some(RECORD_COLUMNS);
         let key = "namespace = ? AND election = ?";
+        // Member reads join the lease row (by its primary key) to see whether
+        // the member holds it: a plain read, it takes no locks.
+        let members_with_lease = format!(
+            "{m} m LEFT JOIN {t} l ON l.namespace = m.namespace \
+             AND l.election = m.election AND l.holder = m.holder"
+        );
         let changes = changes_channel(prefix);
         Self {
             // MySQL evaluates SET left to right on updated values, so everything
@@ -146,18 +158,23 @@ impl Statements {
                 &changes,
             ),
             leave: dialect.delete(&m, &format!("{key} AND holder = ?")),
-            members: dialect.select(&m, MEMBER_COLUMNS, key, " ORDER BY priority DESC, joined_us ASC, holder ASC"),
+            members: dialect.select(
+                &members_with_lease,
+                MEMBER_COLUMNS,
+                "m.namespace = ? AND m.election = ?",
+                " ORDER BY m.priority DESC, m.joined_us ASC, m.holder ASC",
+            ),
             members_all: dialect.select(
-                &m,
+                &members_with_lease,
                 MEMBER_COLUMNS,
                 "1 = 1",
-                " ORDER BY namespace, election, priority DESC, joined_us ASC, holder ASC",
+                " ORDER BY m.namespace, m.election, m.priority DESC, m.joined_us ASC, m.holder ASC",
             ),
             members_namespace: dialect.select(
-                &m,
+                &members_with_lease,
                 MEMBER_COLUMNS,
-                "namespace = ?",
-                " ORDER BY namespace, election, priority DESC, joined_us ASC, holder ASC",
+                "m.namespace = ?",
+                " ORDER BY m.namespace, m.election, m.priority DESC, m.joined_us ASC, m.holder ASC",
             ),
             insert_history: dialect.insert_history(&h),
             close_history_at: dialect.update(

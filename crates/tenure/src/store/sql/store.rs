@@ -199,6 +199,8 @@ impl LeaseStore for SqlStore {
             batch_renew: true,
             list_members: true,
             durable: true,
+            // Member reads join the lease row (`statements.rs`).
+            lease_vouches_for_holder: true,
             ..Capabilities::default()
         }
     }

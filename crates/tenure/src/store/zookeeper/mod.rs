@@ -362,6 +362,9 @@ impl LeaseStore for ZkStore {
             // elector stopped renewing) is deleted only by the next
             // acquirer's multi-op: nothing pushes it.
             push_expiry: false,
+            // Registrations are judged by their znode's `mtime`: the leader
+            // keeps heartbeating.
+            lease_vouches_for_holder: false,
         }
     }
     fn describe(&self) -> String {
