@@ -1051,6 +1051,65 @@ async fn questions(admin: &mut sqlx::MySqlConnection) -> i64 {
     counters(admin).await.0
 }
 
+/// A private MariaDB (every statement and lock wait on it is the test's) with
+/// two stores on it, a leader's and a follower's; `None` where the server is
+/// not installed (skipped, or a failure in CI).
+#[cfg(feature = "mysql")]
+struct PrivateMariaDb {
+    url: String,
+    leader: tenure::store::sql::SqlStore,
+    follower: tenure::store::sql::SqlStore,
+    // Last: the stores close before the server stops.
+    _server: tenure_testsupport::servers::Server,
+}
+
+#[cfg(feature = "mysql")]
+impl PrivateMariaDb {
+    async fn start() -> Option<Self> {
+        use tenure::store::sql::SqlStore;
+        use tenure_testsupport::servers::{Kind, ServerOptions};
+        let server = private_server(Kind::MariaDb, ServerOptions::default())?;
+        let url = server.url();
+        let options = StoreOptions::default();
+        let leader = SqlStore::connect(&url, &options)
+            .await
+            .expect("leader store");
+        let follower = SqlStore::connect(&url, &options)
+            .await
+            .expect("follower store");
+        Some(Self {
+            url,
+            leader,
+            follower,
+            _server: server,
+        })
+    }
+
+    /// The leader's store acquires the free election `key` as `leader#1`.
+    async fn lead(
+        &self,
+        key: &tenure::store::ElectionKey,
+        ttl: Duration,
+        metadata: &str,
+    ) -> tenure::store::Tenure {
+        use tenure::store::{Acquire, Claim};
+        let claim = Claim {
+            key: key.clone(),
+            holder: "leader#1".into(),
+            metadata: metadata.into(),
+            ttl,
+        };
+        let Acquire::Acquired(won) = self.leader.try_acquire(&claim).await.expect("acquire") else {
+            panic!("the leader acquires a free election");
+        };
+        tenure::store::Tenure {
+            key: key.clone(),
+            holder: "leader#1".into(),
+            term: won.term,
+        }
+    }
+}
+
 /// Connections of a private MariaDB blocked in `GET_LOCK` (state `User lock`).
 async fn lock_waits(admin: &mut sqlx::MySqlConnection) -> i64 {
     sqlx::query_scalar(
@@ -1068,31 +1127,18 @@ async fn lock_waits(admin: &mut sqlx::MySqlConnection) -> i64 {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_dropped_store_stops_its_lock_waiters() {
-    use tenure::store::sql::SqlStore;
-    use tenure::store::{Acquire, Claim, ElectionKey};
-    use tenure_testsupport::servers::{Kind, ServerOptions};
-    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+    let Some(db) = PrivateMariaDb::start().await else {
         return;
     };
-    let url = server.url();
-    let options = StoreOptions::default();
-    let leader = SqlStore::connect(&url, &options)
-        .await
-        .expect("leader store");
-    let follower = SqlStore::connect(&url, &options)
-        .await
-        .expect("follower store");
-    let key = ElectionKey::new("default", "dropped-waiter");
-    let ttl = Duration::from_secs(10);
-    let claim = Claim {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        metadata: String::new(),
-        ttl,
-    };
-    let Acquire::Acquired(_) = leader.try_acquire(&claim).await.expect("acquire") else {
-        panic!("the leader acquires a free election");
-    };
+    let key = tenure::store::ElectionKey::new("default", "dropped-waiter");
+    db.lead(&key, Duration::from_secs(10), "").await;
+    // The leader's store and the server stay; the follower's is dropped below.
+    let PrivateMariaDb {
+        url,
+        leader: _leader,
+        follower,
+        _server,
+    } = db;
     let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
     // The leader takes its lock just after acquiring; a read of the lease it
     // holds arms the follower's waiter, which then blocks on that lock.
@@ -1130,20 +1176,16 @@ async fn mariadb_dropped_store_stops_its_lock_waiters() {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_heartbeat_and_read_is_one_statement() {
-    use tenure::store::sql::SqlStore;
-    use tenure::store::{Acquire, Claim, ElectionKey, Member, Tenure};
-    use tenure_testsupport::servers::{Kind, ServerOptions};
-    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+    use tenure::store::{ElectionKey, Member};
+    let Some(db) = PrivateMariaDb::start().await else {
         return;
     };
-    let url = server.url();
-    let options = StoreOptions::default();
-    let leader = SqlStore::connect(&url, &options)
-        .await
-        .expect("leader store");
-    let follower = SqlStore::connect(&url, &options)
-        .await
-        .expect("follower store");
+    let PrivateMariaDb {
+        url,
+        leader,
+        follower,
+        ..
+    } = &db;
     let key = ElectionKey::new("default", "one-statement");
     let ttl = Duration::from_secs(30);
     let me = Member {
@@ -1158,15 +1200,7 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
         None
     );
     assert_eq!(follower.read(&key).await.expect("read"), None);
-    let claim = Claim {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        metadata: "meta \"of\" the leader\n\u{1}é".into(),
-        ttl,
-    };
-    let Acquire::Acquired(won) = leader.try_acquire(&claim).await.expect("acquire") else {
-        panic!("the leader acquires a free election");
-    };
+    let tenure = db.lead(&key, ttl, "meta \"of\" the leader\n\u{1}é").await;
     const N: i64 = 10;
     // Warm up: every pooled connection prepares each statement once (a
     // counted statement), and the follower's named-lock waiter (started by
@@ -1179,7 +1213,7 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+    let mut admin = sqlx::MySqlConnection::connect(url).await.expect("admin");
     let idle = {
         let a = questions(&mut admin).await;
         questions(&mut admin).await - a
@@ -1210,7 +1244,7 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
     assert_eq!(normal(both.clone()), normal(read.clone()));
     assert_eq!(
         (both.term, both.holder.as_deref()),
-        (won.term, Some("leader#1"))
+        (tenure.term, Some("leader#1"))
     );
     assert!(both.remaining > ttl - Duration::from_secs(5), "{both:?}");
     let members = follower.members(&key).await.expect("members");
@@ -1225,11 +1259,6 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
 
     // The leader's fenced transaction holds the lease row: the follower's
     // read neither waits for it nor answers anything else.
-    let tenure = Tenure {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        term: won.term,
-    };
     let fenced = leader.begin_fenced(&tenure).await.expect("fenced");
     let asked = Instant::now();
     let locked = follower
@@ -1256,36 +1285,18 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_follower_lock_wait_is_cheap() {
-    use tenure::store::sql::SqlStore;
-    use tenure::store::{Acquire, Claim, ElectionKey, Tenure};
-    use tenure_testsupport::servers::{Kind, ServerOptions};
-    let Some(server) = private_server(Kind::MariaDb, ServerOptions::default()) else {
+    let Some(db) = PrivateMariaDb::start().await else {
         return;
     };
-    let url = server.url();
-    let options = StoreOptions::default();
-    let leader = SqlStore::connect(&url, &options)
-        .await
-        .expect("leader store");
-    let follower = SqlStore::connect(&url, &options)
-        .await
-        .expect("follower store");
-    let key = ElectionKey::new("default", "cheap-wait");
+    let key = tenure::store::ElectionKey::new("default", "cheap-wait");
     let ttl = Duration::from_secs(1);
-    let claim = Claim {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        metadata: String::new(),
-        ttl,
-    };
-    let Acquire::Acquired(won) = leader.try_acquire(&claim).await.expect("acquire") else {
-        panic!("the leader acquires a free election");
-    };
-    let tenure = Tenure {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        term: won.term,
-    };
+    let tenure = db.lead(&key, ttl, "").await;
+    let PrivateMariaDb {
+        url,
+        leader,
+        follower,
+        ..
+    } = &db;
     // Warm up: the leader takes its lock and rings up its bell, the
     // follower's first read arms its waiter, each pooled connection
     // prepares its statements.
@@ -1296,7 +1307,7 @@ async fn mariadb_follower_lock_wait_is_cheap() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
+    let mut admin = sqlx::MySqlConnection::connect(url).await.expect("admin");
     let idle = {
         let a = questions(&mut admin).await;
         questions(&mut admin).await - a
