@@ -662,7 +662,14 @@ impl Campaign {
                 }
                 self.shared.lead(rec.term, deadline);
                 tracing::info!(election = %self.config.key, term = rec.term, holder = %self.config.holder, "became leader");
-                if let Some(dead) = rec.previous_holder.clone() {
+                // Not when the expired lease was our own (cut off for a TTL,
+                // now back): a leader sends no heartbeats, so leaving would
+                // drop us from the member list until the next reap.
+                let dead = rec
+                    .previous_holder
+                    .clone()
+                    .filter(|dead| *dead != self.config.holder);
+                if let Some(dead) = dead {
                     // Its lease expired: it is gone or cut off. Drop its
                     // registration now rather than when it lapses, so nobody
                     // waits for it as a successor next time.

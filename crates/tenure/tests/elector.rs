@@ -723,6 +723,44 @@ async fn an_idle_leader_sends_only_renewals_and_stays_a_live_member() {
     e.shutdown().await.unwrap();
 }
 
+/// A lone leader cut off from its store for longer than its lease steps down,
+/// and when the store is back takes its own expired lease again. Dropping the
+/// previous holder's registration after an expiry takeover must then not drop
+/// its own: it sends no heartbeats while it leads, so it would be missing from
+/// the member list until its next reap (30 TTLs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_takes_back_its_own_expired_lease_stays_a_member() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    w.advance(TTL * 2, Duration::from_millis(500)).await;
+    w.store.set_unavailable(true);
+    w.advance(TTL * 2, Duration::from_millis(500)).await;
+    assert!(!a.is_leader(), "cut off for two TTLs");
+    w.store.set_unavailable(false);
+    w.advance(TTL * 2, Duration::from_millis(500)).await;
+    eventually("a leads again", || a.is_leader()).await;
+    w.advance(TTL * 4, Duration::from_millis(500)).await;
+    let lease = w.memory.read(&key()).await.unwrap().unwrap();
+    assert_eq!(
+        lease
+            .previous_holder
+            .as_deref()
+            .map(tenure::store::identity_of),
+        Some("a"),
+        "the lease was taken back after its expiry"
+    );
+    let members = w.memory.members(&key()).await.unwrap();
+    assert!(
+        members.iter().any(|m| m.identity == "a" && m.live),
+        "the leader is not a live member: {members:?}"
+    );
+    a.shutdown().await.unwrap();
+}
+
 /// A leader that stops leading (here: its store fails past its deadline,
 /// and a follower takes over) heartbeats again as a follower: its own
 /// registration, not refreshed while it led, is fresh again by itself (the

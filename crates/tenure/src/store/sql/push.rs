@@ -77,9 +77,13 @@ fn parse(payload: &str) -> Option<ElectionKey> {
 }
 
 /// A probe's payload starts with this; it has no [`SEP`], so no store takes
-/// it for an election (a version without probes wakes its followers once per
-/// probe it hears: one read each per probe period).
+/// it for an election (a version without probes wakes its followers at each
+/// probe it hears: one read per follower per probing process per period).
 const PROBE_MARK: &str = "tenure-probe:";
+
+fn is_probe(payload: &str) -> bool {
+    payload.starts_with(PROBE_MARK) && !payload.contains(SEP)
+}
 
 /// How long a probe's statement may take to be sent; a slow pool is not a
 /// broken channel, so the arrival's timeout counts from its answer.
@@ -231,8 +235,9 @@ impl Listener {
                             outage.restored(WHAT, &store);
                         }
                     }
-                    // Another store's probe.
-                    Ok(Ok(Some(n))) if n.payload().starts_with(PROBE_MARK) => {}
+                    // Another store's probe (an election's payload always
+                    // has a separator, even in a namespace named like one).
+                    Ok(Ok(Some(n))) if is_probe(n.payload()) => {}
                     Ok(Ok(Some(n))) => {
                         let _ = t.send(parse(n.payload()));
                     }
@@ -253,5 +258,22 @@ impl Listener {
             // At once after a channel that stayed up; otherwise backing off.
             tokio::time::sleep(backoff.next_pause()).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_are_told_from_elections() {
+        assert!(is_probe("tenure-probe:00000000000000ff"));
+        // A namespace may start like a probe; its elections still wake.
+        let election = format!("tenure-probe:ns{SEP}job");
+        assert!(!is_probe(&election));
+        assert_eq!(
+            parse(&election),
+            Some(ElectionKey::new("tenure-probe:ns", "job"))
+        );
     }
 }
