@@ -431,7 +431,14 @@ impl LeaseStore for MemoryStore {
         let now = self.now_us();
         let mut t = self.rows();
         let before = t.members.len();
-        t.members.retain(|(k, _), m| k != key || m.expires_us > now);
+        // Never the holder of the unexpired lease (a leader does not heartbeat).
+        let holder = t
+            .leases
+            .get(key)
+            .filter(|l| l.expires_us > now)
+            .map(|l| l.holder.clone());
+        t.members
+            .retain(|(k, h), m| k != key || m.expires_us > now || Some(h) == holder.as_ref());
         Ok((before - t.members.len()) as u64)
     }
 

@@ -415,7 +415,8 @@ pub struct Capabilities {
     /// [`MemberRecord`]): holding the lease proves it alive, so a leader
     /// sends no member heartbeats while it leads, only its renewals. Where
     /// false (etcd, ZooKeeper: their registrations live on their own leases
-    /// and sessions) the leader keeps heartbeating. Never a safety matter:
+    /// and sessions) the leader keeps heartbeating. [`LeaseStore::reap`]
+    /// then never deletes the holder's registration. Never a safety matter:
     /// membership only orders successors.
     pub lease_vouches_for_holder: bool,
 }
@@ -497,7 +498,9 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         Ok(all)
     }
 
-    /// Deletes lapsed registrations. Returns how many; a store that writes
+    /// Deletes lapsed registrations, except, where
+    /// [`Capabilities::lease_vouches_for_holder`], the one of the unexpired
+    /// lease's holder (a leader sends no heartbeats there). Returns how many; a store that writes
     /// the reaps of concurrent calls with one statement (the SQL stores)
     /// returns how many that statement removed, for every call in it.
     async fn reap(&self, key: &ElectionKey) -> Result<u64>;

@@ -154,6 +154,21 @@ impl Conformance {
             let o = m.iter().find(|m| m.holder == "other#1").expect("other");
             assert!(!o.live, "[{}] {what}: not the holder: {o:?}", self.name);
         }
+        // A reap removes the lapsed registration of a member, not the
+        // holder's: its lease vouches for it, and a leader does not
+        // heartbeat (a reap by anyone, at any time, must not drop it).
+        assert_eq!(s.reap(&key).await.expect("reap"), 1, "[{}] reap", self.name);
+        let m = s.members(&key).await.expect("members");
+        assert!(
+            m.iter().any(|m| m.holder == "h#1" && m.live),
+            "[{}] the reap kept the holder: {m:?}",
+            self.name
+        );
+        assert!(
+            m.iter().all(|m| m.holder != "other#1"),
+            "[{}] the reap removed the lapsed member: {m:?}",
+            self.name
+        );
         assert!(s.release(&super::tenure(&lease)).await.expect("release"));
         let m = s.members(&key).await.expect("members");
         let h = m.iter().find(|m| m.holder == "h#1").expect("the holder");

@@ -102,6 +102,7 @@ impl Statement for Reaps {
         let mut call = self.0.scripts.reap.prepare_invoke();
         for k in &keys {
             call.key(self.0.key("members", k));
+            call.key(self.0.key("lease", k));
         }
         let n: Vec<i64> = self.0.call(&call).await?;
         Ok(n.into_iter().map(|n| n.max(0) as u64).collect())

@@ -38,6 +38,11 @@ impl MembersTable {
         }
     }
 
+    /// The lease table of the same prefix.
+    pub(super) fn leases_table(&self) -> String {
+        format!("{}leases", self.prefix)
+    }
+
     /// Runs one statement; rows affected, or the error explained.
     pub(super) async fn execute(&self, query: Query<'_>) -> Result<u64, String> {
         query

@@ -23,9 +23,18 @@ impl Statement for Reaps {
         let n = keys.len();
         let tuples = vec!["(?, ?)"; keys.len()].join(", ");
         let t = &self.0;
+        let (m, l) = (&t.table, t.leases_table());
+        // Never the holder of the unexpired lease: a leader sends no
+        // heartbeats (its lease vouches for it), so its row lapses while it
+        // leads, and a reap must not drop it from the member list.
         let sql = t.dialect.delete(
-            &t.table,
-            &format!("(namespace, election) IN ({tuples}) AND expires_us <= {{now}}"),
+            m,
+            &format!(
+                "(namespace, election) IN ({tuples}) AND expires_us <= {{now}} \
+                 AND NOT EXISTS (SELECT 1 FROM {l} l WHERE l.namespace = {m}.namespace \
+                 AND l.election = {m}.election AND l.holder = {m}.holder \
+                 AND l.expires_us > {{now}})"
+            ),
         );
         let sql = sent(t.dialect, &sql);
         let mut q = sqlx::query(&sql);
