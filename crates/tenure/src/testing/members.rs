@@ -6,6 +6,34 @@ use std::time::{Duration, Instant};
 use super::{alone, Conformance};
 
 impl Conformance {
+    /// Waits until `holder`'s registration reads as lapsed (a few seconds,
+    /// stretched for the store's timing).
+    async fn wait_lapsed(
+        &self,
+        s: &crate::store::DynStore,
+        key: &crate::store::ElectionKey,
+        holder: &str,
+        t: &super::Timing,
+    ) {
+        let start = Instant::now();
+        loop {
+            let m = s.members(key).await.expect("members");
+            let found = m.iter().find(|m| m.holder == holder);
+            if !found
+                .unwrap_or_else(|| panic!("[{}] {holder} not listed", self.name))
+                .live
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5) * t.k,
+                "[{}] {holder} did not lapse",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Members register with a heartbeat, list best successor first, lapse and are reaped.
     pub async fn members_register_heartbeat_and_are_reaped(&self) {
         let _turn = alone().await;
@@ -52,19 +80,7 @@ impl Conformance {
             self.name
         );
         // old lapses after 300 ms and is reaped.
-        let start = Instant::now();
-        loop {
-            let m = s.members(&key).await.expect("members");
-            if !m.iter().find(|m| m.holder == "old#1").expect("old").live {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5) * t.k,
-                "[{}] member did not lapse",
-                self.name
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.wait_lapsed(&s, &key, "old#1", &t).await;
         assert_eq!(
             s.reap(&key).await.expect("reap"),
             1,
@@ -107,24 +123,7 @@ impl Conformance {
             panic!("[{}] acquire: {won:?}", self.name)
         };
         // Both registrations lapse; the lease (30 s) does not.
-        let start = Instant::now();
-        loop {
-            let m = s.members(&key).await.expect("members");
-            if !m
-                .iter()
-                .find(|m| m.holder == "other#1")
-                .expect("other")
-                .live
-            {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5) * t.k,
-                "[{}] member did not lapse",
-                self.name
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.wait_lapsed(&s, &key, "other#1", &t).await;
         assert!(s
             .renew(&super::tenure(&rec), Duration::from_secs(30))
             .await
