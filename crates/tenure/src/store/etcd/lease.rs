@@ -11,17 +11,13 @@ use super::errors::is_lease_not_found;
 use super::retry::retry;
 use super::Inner;
 use crate::error::Result;
+use crate::store::gather::Arrivals;
 
 /// The granularity of etcd leases.
 pub(super) const SECOND: Duration = Duration::from_secs(1);
 
 /// How long one keep-alive round trip may take before the stream is dropped.
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long a renewal or heartbeat waits for others to join its keep-alive
-/// round: electors renew on a shared grid, so the renewals of one instant
-/// share one keep-alive. Short against any renew period (TTLs are >= 1 s).
-const GATHER: Duration = Duration::from_millis(10);
 
 /// Whole seconds, rounded up, at least one.
 pub(super) fn lease_secs(d: Duration) -> i64 {
@@ -61,6 +57,9 @@ pub(super) struct ProcessLease {
     pub(super) secs: i64,
     /// Rounds whose keep-alive was sent (incremented before sending).
     pub(super) sent: AtomicU64,
+    /// Callers of [`Self::keep_alive`], so a gathering round can tell
+    /// whether more are coming.
+    arrivals: Arrivals,
     conn: tokio::sync::Mutex<LeaseConn>,
 }
 
@@ -69,20 +68,23 @@ impl ProcessLease {
         Self {
             secs,
             sent: AtomicU64::new(0),
+            arrivals: Arrivals::default(),
             conn: tokio::sync::Mutex::new(LeaseConn::default()),
         }
     }
 
     /// A keep-alive sent after this call started: shares a round with
     /// concurrent callers when that round was sent after they started. With
-    /// `gather`, the round waits [`GATHER`] first, so that the renewals of one
-    /// grid instant share it.
+    /// `gather`, the round first waits for the other callers of this instant
+    /// ([`Arrivals::settled`]): electors renew on a shared grid, so the
+    /// renewals of one instant share one keep-alive.
     pub(super) async fn keep_alive(
         &self,
         client: &Client,
         gather: bool,
     ) -> std::result::Result<Kept, String> {
         let started = self.sent.load(Ordering::SeqCst);
+        self.arrivals.arrived();
         let mut conn = self.conn.lock().await;
         if let Some((round, result)) = &conn.last {
             if *round > started {
@@ -92,7 +94,7 @@ impl ProcessLease {
         if gather {
             // Callers arriving meanwhile queue on `conn` having read `sent`
             // before this round is numbered: they share it.
-            tokio::time::sleep(GATHER).await;
+            self.arrivals.settled().await;
         }
         let mut wait = Duration::from_millis(50);
         loop {

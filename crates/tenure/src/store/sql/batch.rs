@@ -18,7 +18,7 @@ use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
-use crate::store::gather::{Gather, GATHER};
+use crate::store::gather::Gather;
 use crate::store::Tenure;
 
 /// Leases per statement (4 parameters each; every dialect allows far more).
@@ -82,7 +82,7 @@ impl Batcher {
             // others in the batch still get their answers.
             let me = self.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(GATHER).await;
+                me.queue.settled().await;
                 for (ttl_us, pending) in me.queue.take() {
                     for chunk in into_chunks(pending) {
                         me.flush(ttl_us, chunk).await;
