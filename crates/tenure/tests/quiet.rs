@@ -1167,6 +1167,64 @@ async fn mariadb_dropped_store_stops_its_lock_waiters() {
     );
 }
 
+/// MariaDB: a watcher of an election nobody holds (`tenure watch`, a
+/// dashboard watching a service scaled to zero) is quiet, not a read every
+/// 40-80 ms: its observer doorbell sleeps on a connection of its own, and
+/// the acquirer rings it, so the acquisition is reported without waiting
+/// for the slow fallback poll (10 s). Counted by a private server's
+/// `Questions`: every statement on it is this test's.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_watcher_of_a_free_election_is_quiet() {
+    use tenure::observe::{observe, Change, ObserveOptions, Selection};
+    let Some(db) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let watcher: DynStore = Arc::new(
+        tenure::store::sql::SqlStore::connect(&db.url, &StoreOptions::default())
+            .await
+            .expect("watcher's store"),
+    );
+    let key = tenure::store::ElectionKey::new("default", "scaled-to-zero");
+    let mut changes = observe(
+        watcher,
+        Selection::Elections(vec![key.clone()]),
+        ObserveOptions::default(),
+    );
+    let first = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+    assert!(
+        matches!(first, Ok(Some(Change::NoLeader { .. }))),
+        "{first:?}"
+    );
+    // Let the doorbell settle in (its connection and lock), then count.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut admin = sqlx::MySqlConnection::connect(&db.url)
+        .await
+        .expect("admin");
+    let before = questions(&mut admin).await;
+    let idle = Duration::from_secs(6);
+    tokio::time::sleep(idle).await;
+    // Minus the counting statement itself.
+    let idle_statements = questions(&mut admin).await - before - 1;
+    assert!(
+        idle_statements <= 2,
+        "a watcher of a free election sent {idle_statements} statements in {idle:?} \
+         (polling every 40-80 ms sends 75-150)"
+    );
+    db.lead(&key, Duration::from_secs(10), "").await;
+    let acquired = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
+    let reported = acquired.elapsed();
+    assert!(
+        matches!(seen, Ok(Some(Change::Leader { .. }))),
+        "the acquisition was not reported within 3 s (the fallback poll is 10 s): {seen:?}"
+    );
+    eprintln!(
+        "a watcher of a free election: {idle_statements} statements in {idle:?}; \
+         the acquisition reported {reported:?} after try_acquire returned"
+    );
+}
+
 /// MariaDB ≥ 10.5: a follower's read at the lease's expiry carries its member
 /// heartbeat in ONE statement (`INSERT ... ON DUPLICATE KEY UPDATE ...
 /// RETURNING` the lease record), counted by the server itself on a private
