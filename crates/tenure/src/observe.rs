@@ -4,14 +4,14 @@
 //! of leader, including "no leader", as a [`Change`]. Like a follower it sleeps
 //! until the next lease is due to expire, or a poll period, whichever is sooner.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::store::{DynStore, ElectionKey, LeaseRecord};
+use crate::store::{AcquisitionWatch, DynStore, ElectionKey, LeaseRecord};
 
 /// How often an observer re-reads when the store pushes changes and no lease
 /// is due to expire sooner: only to recover from a lost notification.
@@ -193,6 +193,10 @@ async fn run(
     let mut failing = false;
     let mut changes = store.subscribe();
     let acquisitions_pushed = changes.is_some() && store.capabilities().push_acquisitions;
+    // Where acquisitions are not pushed to everyone, the free elections
+    // this observer asked the store to ring it for
+    // ([`LeaseStore::watch_acquisitions`](crate::store::LeaseStore::watch_acquisitions)).
+    let mut watches: HashMap<ElectionKey, AcquisitionWatch> = HashMap::new();
     loop {
         let wait = match read(&store, &selection).await {
             Err(e) => {
@@ -221,7 +225,9 @@ async fn run(
                 // are read when they would expire; the slow poll only covers
                 // a lost push. An election nobody holds is polled where the
                 // store does not push acquisitions (MySQL's named locks
-                // signal only a leader letting go).
+                // signal only a leader letting go), unless the store rings
+                // this observer when it is acquired (MySQL: the observers'
+                // doorbell), which leaves the slow poll to cover a lost ring.
                 let mut wait = if changes.is_none() {
                     options.poll_period
                 } else if store.push_health().is_down() {
@@ -229,11 +235,23 @@ async fn run(
                 } else {
                     PUSH_FALLBACK_POLL.max(options.poll_period)
                 };
+                let mut free: HashSet<ElectionKey> = HashSet::new();
                 for (key, rec) in rows {
                     match rec.as_ref().filter(|r| r.is_held()) {
                         // Wake when this lease is due to expire, to report it at once.
                         Some(r) => wait = wait.min(r.remaining + Duration::from_millis(2)),
-                        None if !acquisitions_pushed => wait = wait.min(options.poll_period),
+                        None if !acquisitions_pushed => {
+                            free.insert(key.clone());
+                            let rung = changes.is_some()
+                                && (watches.contains_key(&key)
+                                    || store.watch_acquisitions(&key).is_some_and(|w| {
+                                        watches.insert(key.clone(), w);
+                                        true
+                                    }));
+                            if !rung {
+                                wait = wait.min(options.poll_period);
+                            }
+                        }
                         None => {}
                     }
                     let now = seen(rec.as_ref());
@@ -279,6 +297,8 @@ async fn run(
                         return;
                     }
                 }
+                // Held (its release wakes us) or gone: no more ringing.
+                watches.retain(|k, _| free.contains(k));
                 wait
             }
         };

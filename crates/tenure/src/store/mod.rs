@@ -379,7 +379,8 @@ pub struct Capabilities {
     pub push: bool,
     /// Acquisitions of a free election are pushed too, so an observer need
     /// not poll elections nobody holds. MySQL/MariaDB's named locks signal
-    /// only a leader letting go.
+    /// only a leader letting go; there an observer asks for the acquisitions
+    /// of the free elections it watches ([`LeaseStore::watch_acquisitions`]).
     pub push_acquisitions: bool,
     /// Work can be committed in a transaction fenced by the lease (SQL stores).
     pub fenced_transactions: bool,
@@ -548,6 +549,21 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         None
     }
 
+    /// Asks to be woken when `key`, which a read just showed free, is
+    /// acquired, on a store that does not push acquisitions to every
+    /// subscriber ([`Capabilities::push_acquisitions`] is false) but can
+    /// for the elections it is asked about (MySQL/MariaDB: an observer's
+    /// doorbell, which the acquirer rings). While the returned
+    /// [`AcquisitionWatch`] lives, an acquisition of `key` wakes this
+    /// store's [`subscribe`](Self::subscribe)rs, as a pushed change does;
+    /// best effort: a wake-up that does not come (an older acquirer, an
+    /// account not allowed to ring, every doorbell slot taken) leaves the
+    /// caller's slow poll to notice. `None` (the default): not offered.
+    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+        let _ = key;
+        None
+    }
+
     /// A count of everything the push channel has delivered so far,
     /// including changes that wake nobody (etcd: every renewal rewrites its
     /// election's state key, and the watch sees it), or `None` if the store
@@ -642,6 +658,27 @@ pub(crate) async fn changed_matching(
     }
 }
 
+/// A watch on the acquisitions of one free election, from
+/// [`LeaseStore::watch_acquisitions`]: dropping it ends the watch.
+pub struct AcquisitionWatch {
+    _guard: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl AcquisitionWatch {
+    /// A watch that lasts while `guard` lives (for store implementations).
+    pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
+        Self {
+            _guard: Box::new(guard),
+        }
+    }
+}
+
+impl std::fmt::Debug for AcquisitionWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AcquisitionWatch")
+    }
+}
+
 /// A shared, type-erased store, as returned by [`connect`].
 pub type DynStore = Arc<dyn LeaseStore>;
 
@@ -670,6 +707,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn subscribe(&self) -> Option<Changes> {
         (**self).subscribe()
+    }
+    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+        (**self).watch_acquisitions(key)
     }
     fn push_activity(&self) -> Option<u64> {
         (**self).push_activity()

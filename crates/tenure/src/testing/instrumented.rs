@@ -283,6 +283,13 @@ impl LeaseStore for Instrumented {
         self.inner.subscribe()
     }
 
+    fn watch_acquisitions(
+        &self,
+        key: &crate::store::ElectionKey,
+    ) -> Option<crate::store::AcquisitionWatch> {
+        self.inner.watch_acquisitions(key)
+    }
+
     fn push_activity(&self) -> Option<u64> {
         self.inner.push_activity()
     }

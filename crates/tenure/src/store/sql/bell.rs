@@ -155,7 +155,7 @@ async fn ring_holder(pool: &AnyPool, name: &str) {
 
 /// Whether an error is the interruption of a statement by `KILL QUERY`
 /// (`ER_QUERY_INTERRUPTED`, SQLSTATE 70100).
-fn interrupted(e: &sqlx::Error) -> bool {
+pub(super) fn interrupted(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
             d.code().as_deref() == Some("70100") || d.message().contains("interrupted")
@@ -381,7 +381,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
 }
 
 /// A connection of its own (outside the pool: it sleeps for long) and its id.
-async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
+pub(super) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
     let mut c = match pool.acquire().await {
         Ok(c) => c.detach(),
         Err(e) => {

@@ -52,6 +52,8 @@ mod statements;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
+#[cfg(feature = "mysql")]
+mod watch_bell;
 
 use std::sync::{Arc, OnceLock};
 

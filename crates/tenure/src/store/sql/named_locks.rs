@@ -19,8 +19,9 @@ use sha2::{Digest, Sha256};
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
 use super::bell::{bell_name, Bell};
+use super::watch_bell::{self, WatchBell};
 use crate::store::wakeups::Wakeups;
-use crate::store::{Changes, ElectionKey, LeaseRecord};
+use crate::store::{AcquisitionWatch, Changes, ElectionKey, LeaseRecord};
 
 /// At most this many elections waited on at once per store: each waiter
 /// holds a connection of its own. Beyond it, followers wake at the expiry.
@@ -76,7 +77,7 @@ const LEADER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The lock's name: a hash, because names are limited to 64 characters and
 /// elections are not; stable across processes and versions.
-fn lock_name(prefix: &str, key: &ElectionKey) -> String {
+pub(super) fn lock_name(prefix: &str, key: &ElectionKey) -> String {
     let mut h = Sha256::new();
     h.update(prefix.as_bytes());
     h.update([0x1f]);
@@ -126,6 +127,8 @@ pub(super) struct NamedLocks {
     freeing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The leader's doorbell: hand-over requests from other processes.
     bell: Bell,
+    /// The observers' doorbell: acquisitions of the free elections they watch.
+    watchers: WatchBell,
     /// The waiter tasks, aborted when the store is dropped: each holds a
     /// connection blocked in `GET_LOCK` for up to [`WAIT_TTLS`] TTLs, and an
     /// `Arc` of this, so nothing else would end them sooner.
@@ -137,6 +140,7 @@ impl NamedLocks {
         let wakeups = Wakeups::new();
         Self {
             bell: Bell::new(pool.clone(), wakeups.downgrade()),
+            watchers: WatchBell::new(pool.clone(), prefix, wakeups.downgrade()),
             pool,
             prefix: prefix.to_string(),
             wakeups,
@@ -215,29 +219,54 @@ impl NamedLocks {
         let _ = conn.close().await;
     }
 
-    /// After acquiring `key`: hold its lock while leading (best effort).
+    /// Rings this process's observers when `key`, free now, is acquired,
+    /// while the returned watch lives (see `watch_bell.rs`).
+    pub(super) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+        self.watchers.watch(key)
+    }
+
+    /// After acquiring `key`: hold its lock while leading (best effort), and
+    /// ring the observers watching it while it was free.
     pub(super) async fn leading(&self, key: &ElectionKey) {
         let name = self.name(key);
         self.bell.leading(bell_name(&name), key);
         let mut held = self.held.lock().await;
         if held.1.contains(&name) {
+            drop(held);
+            watch_bell::ring_watchers(&self.pool, &name).await;
             return;
         }
         if held.0.is_none() {
             held.0 = self.own_connection().await;
         }
-        let Some(conn) = held.0.as_mut() else { return };
+        let Some(conn) = held.0.as_mut() else {
+            drop(held);
+            watch_bell::ring_watchers(&self.pool, &name).await;
+            return;
+        };
+        // The same statement asks which connections watch the election
+        // (the watcher slots first, so a lock wait does not delay them):
+        // nothing more is sent where nobody watches.
+        let sql = format!(
+            "SELECT {}, CAST(GET_LOCK(?, ?) AS SIGNED)",
+            watch_bell::slot_columns()
+        );
         let got = tokio::time::timeout(
             LEADER_CALL_TIMEOUT,
-            sqlx::query("SELECT GET_LOCK(?, ?)")
+            watch_bell::bind_slots(sqlx::query(&sql), &name)
                 .bind(name.as_str())
                 .bind(LEADER_LOCK_WAIT_SECS)
                 .fetch_one(&mut *conn),
         )
         .await;
-        match got.map(|r| r.map(|r| r.try_get::<Option<i64>, _>(0))) {
+        let watchers = match &got {
+            Ok(Ok(row)) => Some(watch_bell::watcher_ids(row)),
+            _ => None,
+        };
+        let outcome = got.map(|r| r.map(|r| r.try_get::<Option<i64>, _>(watch_bell::SLOTS)));
+        match outcome {
             Ok(Ok(Ok(Some(1)))) => {
-                held.1.insert(name);
+                held.1.insert(name.clone());
             }
             Ok(Ok(_)) => {
                 tracing::debug!(election = %key, "named lock not taken; followers wake at expiry")
@@ -249,6 +278,11 @@ impl NamedLocks {
                 held.0 = None;
                 held.1.clear();
             }
+        }
+        drop(held);
+        match watchers {
+            Some(ids) => watch_bell::kill_watchers(&self.pool, &ids).await,
+            None => watch_bell::ring_watchers(&self.pool, &name).await,
         }
     }
 

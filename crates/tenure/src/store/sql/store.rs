@@ -176,6 +176,15 @@ impl LeaseStore for SqlStore {
         None
     }
 
+    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<crate::store::AcquisitionWatch> {
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            return locks.watch(key);
+        }
+        let _ = key;
+        None
+    }
+
     fn push_health(&self) -> crate::store::PushHealth {
         #[cfg(feature = "postgres")]
         if let Some(hub) = &self.push {

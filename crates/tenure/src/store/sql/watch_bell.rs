@@ -1,0 +1,424 @@
+//! MySQL/MariaDB: observers' doorbells, so that a watcher of an election
+//! nobody holds (`tenure watch`, a dashboard watching a service scaled to
+//! zero) hears of its acquisition in milliseconds without polling. The named
+//! locks of `named_locks.rs` wake only on a leader letting go; a free
+//! election has no leader whose lock could be waited on.
+//!
+//! So the observing process keeps one connection of its own asleep in
+//! `SELECT SLEEP(..)`, holding, for every free election it watches, one of
+//! [`SLOTS`] *watcher* locks of that election (named locks are exclusive:
+//! each slot is one watching process). A new leader, just after its
+//! conditional write succeeded and off its caller's path, asks in the very
+//! statement that takes its election lock which connections hold the
+//! election's watcher slots (`IS_USED_LOCK`), and `KILL QUERY`s them: the
+//! interrupted sleep wakes that process's observers, which read. With nobody
+//! watching this costs the acquirer nothing but a few columns of a statement
+//! it sends anyway.
+//!
+//! A wake-up only, like the other named locks: the read decides what is
+//! reported. A ring that does not come (an acquirer of an older version, an
+//! account not allowed to kill another's statements, every slot taken, a
+//! ring that falls between two statements of the watcher connection) leaves
+//! the observer's slow fallback poll to notice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use sqlx::{AnyConnection, AnyPool, Connection, Row};
+
+use super::bell::{interrupted, open};
+use super::named_locks::lock_name;
+use crate::store::wakeups::Sender;
+use crate::store::{AcquisitionWatch, ElectionKey};
+
+/// Watcher slots per election: at most this many processes are rung for
+/// one election; more watchers poll slowly.
+pub(super) const SLOTS: usize = 16;
+/// How long one sleep lasts: a statement per this period while watching.
+const SLEEP_SECS: i64 = 600;
+/// The pause after the watcher connection failed, before opening another.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+/// How long to wait for our own sleep to end before killing it again.
+const KILL_REPEAT: Duration = Duration::from_millis(100);
+/// How long a call on the watcher connection may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The name of watcher slot `slot` of the election whose lock is
+/// `lock_name` (at most 64 characters, as named locks must be).
+pub(super) fn slot_name(lock_name: &str, slot: usize) -> String {
+    format!("{lock_name}_w{slot}")
+}
+
+/// The elections this process watches, with how many watches each, shared
+/// with the doorbell task.
+#[derive(Debug, Default)]
+struct Watched {
+    keys: Mutex<HashMap<ElectionKey, usize>>,
+    changed: tokio::sync::Notify,
+}
+
+/// One watch: ends when dropped.
+struct Guard {
+    watched: Weak<Watched>,
+    key: ElectionKey,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let Some(w) = self.watched.upgrade() else {
+            return;
+        };
+        let mut keys = w.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = keys.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(&self.key);
+                drop(keys);
+                w.changed.notify_one();
+            }
+        }
+    }
+}
+
+/// The observers' doorbell of one store; its task runs while the store
+/// lives and something is watched.
+#[derive(Debug)]
+pub(super) struct WatchBell {
+    watched: Arc<Watched>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pool: AnyPool,
+    prefix: String,
+    wake: Weak<Sender>,
+}
+
+impl Drop for WatchBell {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            t.abort();
+        }
+    }
+}
+
+impl WatchBell {
+    pub(super) fn new(pool: AnyPool, prefix: &str, wake: Weak<Sender>) -> Self {
+        Self {
+            watched: Arc::default(),
+            task: Mutex::new(None),
+            pool,
+            prefix: prefix.to_string(),
+            wake,
+        }
+    }
+
+    /// Rings this process's observers when `key` is acquired, while the
+    /// returned watch lives. `None` outside a tokio runtime.
+    pub(super) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        {
+            let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+            if task.as_ref().is_none_or(|t| t.is_finished()) {
+                *task = Some(rt.spawn(watch_loop(
+                    Arc::downgrade(&self.watched),
+                    self.pool.clone(),
+                    self.prefix.clone(),
+                    self.wake.clone(),
+                )));
+            }
+        }
+        let first = {
+            let mut keys = self.watched.keys.lock().unwrap_or_else(|p| p.into_inner());
+            let n = keys.entry(key.clone()).or_insert(0);
+            *n += 1;
+            *n == 1
+        };
+        if first {
+            self.watched.changed.notify_one();
+        }
+        Some(AcquisitionWatch::new(Guard {
+            watched: Arc::downgrade(&self.watched),
+            key: key.clone(),
+        }))
+    }
+}
+
+/// The columns that find the connections ringing for `lock_name`'s
+/// election: `CAST(IS_USED_LOCK(?) AS SIGNED)` per slot, bound by
+/// [`bind_slots`].
+pub(super) fn slot_columns() -> String {
+    vec!["CAST(IS_USED_LOCK(?) AS SIGNED)"; SLOTS].join(", ")
+}
+
+/// Binds the slot names of [`slot_columns`].
+pub(super) fn bind_slots<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    lock_name: &str,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for slot in 0..SLOTS {
+        q = q.bind(slot_name(lock_name, slot));
+    }
+    q
+}
+
+/// The connection ids in the first [`SLOTS`] columns of `row`.
+pub(super) fn watcher_ids(row: &sqlx::any::AnyRow) -> Vec<i64> {
+    (0..SLOTS)
+        .filter_map(|i| row.try_get::<Option<i64>, _>(i).ok().flatten())
+        .collect()
+}
+
+/// Rings the watchers of `lock_name`'s election in a statement of its own
+/// (when the acquirer's lock statement could not carry the question).
+pub(super) async fn ring_watchers(pool: &AnyPool, lock_name: &str) {
+    let sql = format!("SELECT {}", slot_columns());
+    match bind_slots(sqlx::query(&sql), lock_name)
+        .fetch_one(pool)
+        .await
+    {
+        Ok(row) => kill_watchers(pool, &watcher_ids(&row)).await,
+        Err(e) => tracing::debug!("watchers of an acquired election not found: {e}"),
+    }
+}
+
+/// Interrupts the sleep of the watcher connections `ids` (best effort).
+pub(super) async fn kill_watchers(pool: &AnyPool, ids: &[i64]) {
+    for id in ids {
+        tracing::trace!(connection = id, "ringing a watcher's doorbell");
+        // KILL takes no placeholders; the id is an integer from the server.
+        if let Err(e) = sqlx::raw_sql(&format!("KILL QUERY {id}"))
+            .execute(pool)
+            .await
+        {
+            tracing::debug!("watcher's doorbell not rung ({e}); it reads at its slow poll");
+        }
+    }
+}
+
+/// The outcome of one statement on the watcher connection.
+enum Outcome {
+    Done,
+    /// Interrupted by a ring.
+    Rung,
+    /// The connection failed.
+    Broken,
+}
+
+fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done,
+        Err(e) if interrupted(&e) => Outcome::Rung,
+        Err(e) => {
+            tracing::debug!("watcher connection failed: {e}");
+            Outcome::Broken
+        }
+    }
+}
+
+/// Takes a free watcher slot of `lock_name`'s election on `c`, trying them
+/// from a random one: `Ok(Some(slot name))`, `Ok(None)` if every slot is
+/// taken.
+async fn take_slot(c: &mut AnyConnection, lock_name: &str) -> Result<Option<String>, Outcome> {
+    let start = rand::random::<u32>() as usize % SLOTS;
+    for i in 0..SLOTS {
+        let name = slot_name(lock_name, (start + i) % SLOTS);
+        let got = tokio::time::timeout(
+            CALL_TIMEOUT,
+            sqlx::query("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
+                .bind(name.as_str())
+                .fetch_one(&mut *c),
+        )
+        .await;
+        match got {
+            Ok(Ok(row)) => {
+                if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(0) {
+                    return Ok(Some(name));
+                }
+            }
+            Ok(Err(e)) => return Err(outcome(Err(e))),
+            Err(_) => return Err(Outcome::Broken),
+        }
+    }
+    Ok(None)
+}
+
+/// Holds a watcher slot of every watched election and sleeps; a ring wakes
+/// every observer of this process's watched elections (one read each).
+async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake: Weak<Sender>) {
+    let mut conn: Option<(AnyConnection, i64)> = None;
+    // Election → the slot lock held for it.
+    let mut held: HashMap<ElectionKey, String> = HashMap::new();
+    // Elections whose slots were all taken at the last try.
+    let mut full: HashSet<ElectionKey> = HashSet::new();
+    loop {
+        let Some(shared) = watched.upgrade() else {
+            return;
+        };
+        let want: HashSet<ElectionKey> = shared
+            .keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        if want.is_empty() {
+            // Nothing watched: close the connection (frees every slot).
+            if let Some((c, _)) = conn.take() {
+                let _ = c.close().await;
+            }
+            held.clear();
+            full.clear();
+            // (The store's drop aborts this task, also while it waits here.)
+            shared.changed.notified().await;
+            continue;
+        }
+        if conn.is_none() {
+            conn = open(&pool).await;
+            if conn.is_none() {
+                drop(shared);
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+        }
+        let Some((c, id)) = conn.as_mut() else {
+            continue;
+        };
+        let mut rung = false;
+        let mut broken = false;
+        // Elections armed in this round: an acquisition between the
+        // observer's read and the arming rang nobody, so they read once.
+        let mut armed: Vec<ElectionKey> = Vec::new();
+        full.retain(|k| want.contains(k));
+        let stale: Vec<ElectionKey> = held
+            .keys()
+            .filter(|k| !want.contains(*k))
+            .cloned()
+            .collect();
+        for key in stale {
+            let Some(name) = held.get(&key).cloned() else {
+                continue;
+            };
+            let r = match tokio::time::timeout(
+                CALL_TIMEOUT,
+                sqlx::query("SELECT RELEASE_LOCK(?)")
+                    .bind(name)
+                    .execute(&mut *c),
+            )
+            .await
+            {
+                Ok(r) => r.map(|_| ()),
+                Err(_) => Err(sqlx::Error::PoolTimedOut),
+            };
+            match outcome(r) {
+                Outcome::Done => {
+                    held.remove(&key);
+                }
+                Outcome::Rung => rung = true,
+                Outcome::Broken => broken = true,
+            }
+            if broken {
+                break;
+            }
+        }
+        let missing: Vec<ElectionKey> = want
+            .iter()
+            .filter(|k| !held.contains_key(*k) && !full.contains(*k))
+            .cloned()
+            .collect();
+        for key in missing {
+            if broken || rung {
+                break;
+            }
+            match take_slot(c, &lock_name(&prefix, &key)).await {
+                Ok(Some(name)) => {
+                    held.insert(key.clone(), name);
+                    armed.push(key);
+                }
+                Ok(None) => {
+                    tracing::debug!(election = %key, "every watcher slot is taken: this watcher polls slowly");
+                    full.insert(key);
+                }
+                Err(Outcome::Rung) => rung = true,
+                Err(_) => broken = true,
+            }
+        }
+        if !broken && !rung {
+            // Sleep until a ring, or until the watched elections change
+            // (then interrupt our own sleep from another connection).
+            let changed = shared.changed.notified();
+            let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
+                .bind(SLEEP_SECS)
+                .fetch_one(&mut *c);
+            tokio::pin!(changed, sleep);
+            let (answer, own_kill) = tokio::select! {
+                biased;
+                r = &mut sleep => (Some(r), false),
+                _ = &mut changed => {
+                    // A KILL that reaches the server before the SLEEP does
+                    // interrupts nothing: repeat it until the sleep ends.
+                    let until = tokio::time::Instant::now() + CALL_TIMEOUT;
+                    let mut answer = None;
+                    loop {
+                        let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(&pool).await;
+                        match tokio::time::timeout(KILL_REPEAT, &mut sleep).await {
+                            Ok(r) => {
+                                answer = Some(r);
+                                break;
+                            }
+                            Err(_) if tokio::time::Instant::now() >= until => break,
+                            Err(_) => {}
+                        }
+                    }
+                    (answer, true)
+                }
+            };
+            match answer {
+                None => broken = true,
+                // SLEEP answers 1 when interrupted, 0 when slept out.
+                Some(Ok(row)) => {
+                    if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(0) {
+                        rung = !own_kill;
+                    }
+                }
+                Some(Err(e)) if interrupted(&e) => rung = !own_kill,
+                Some(Err(e)) => {
+                    tracing::debug!("watcher connection failed: {e}");
+                    broken = true;
+                }
+            }
+        }
+        drop(shared);
+        if let Some(tx) = wake.upgrade() {
+            let woken: Vec<&ElectionKey> = if rung {
+                want.iter().collect()
+            } else {
+                armed.iter().collect()
+            };
+            for key in woken {
+                tracing::trace!(election = %key, rung, "watcher's doorbell: its observers read");
+                let _ = tx.send(Some(key.clone()));
+            }
+        }
+        if broken {
+            // Closing frees every slot; the next round takes them afresh on
+            // a new connection, and the observers read once then.
+            if let Some((c, _)) = conn.take() {
+                let _ = c.close().await;
+            }
+            held.clear();
+            full.clear();
+            tokio::time::sleep(RECONNECT_PAUSE).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_names_fit() {
+        let long = ElectionKey::new("default", "x".repeat(255));
+        let name = slot_name(&lock_name("a_rather_long_table_prefix_", &long), SLOTS - 1);
+        assert!(name.len() <= 64, "{name}");
+    }
+}
