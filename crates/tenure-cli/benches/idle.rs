@@ -6,6 +6,10 @@
 //! of distinct elections on one store connection, all leading (nobody
 //! competes): N = 1 against N = `--elections`. B always uses this tree's
 //! library, also when `--bin` points scenario A at another build.
+//! Scenario W: `tenure watch` processes (of the `--bin` build) of one
+//! election: W1 one watcher of an election nobody holds, W3 three; WH a
+//! `tenure run` leader and one watcher, so a watcher of a held election
+//! costs WH - A1.
 //!
 //! Counters, each server's own; the cost of the benchmark's own sampling is
 //! measured first (two samples back to back) and subtracted:
@@ -30,7 +34,7 @@
 //! inflates the figures; the "background" column measures that before scenario A.
 //!
 //! Run: `cargo bench -p tenure-cli --bench idle -- [--secs 30] [--ttl 10s]
-//! [--elections 1000] [--only a|b] [--bin PATH] [--store URL|etcd]...`
+//! [--elections 1000] [--only a|b|w (comma-separated)] [--bin PATH] [--store URL|etcd]...`
 //! Without --store: the local MariaDB, PostgreSQL and Redis, and a private
 //! single-node etcd if the `etcd` binary is installed.
 
@@ -396,6 +400,73 @@ async fn scenario_a(
     result
 }
 
+fn spawn_watcher(o: &Opts, url: &str, key: &ElectionKey, i: usize, dir: &std::path::Path) -> Child {
+    Command::new(&o.bin)
+        .args(["watch", "--store", url, "--namespace", &key.namespace])
+        .args(["--election", &key.election])
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("w{i}.log"))).expect("watcher log file"))
+        .spawn()
+        .expect("spawn the tenure binary")
+}
+
+/// Scenario W: `n` watchers of one election, led by a `tenure run` leader
+/// if `held`, else nobody's.
+async fn scenario_w(
+    o: &Opts,
+    url: &str,
+    store: &DynStore,
+    m: &mut Meter,
+    n: usize,
+    held: bool,
+) -> Result<Reading, String> {
+    let key = ElectionKey::new(NAMESPACE, format!("w{n}-{held}-{}", now_us()));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut procs: Vec<Child> = vec![];
+    let mut term = None;
+    if held {
+        procs.push(spawn(o, url, &key, 0, dir.path()));
+        let start = Instant::now();
+        while term.is_none() && start.elapsed() < o.ttl * 3 + Duration::from_secs(20) {
+            term = store
+                .read(&key)
+                .await
+                .ok()
+                .flatten()
+                .filter(|r| r.is_held())
+                .map(|r| r.term);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let result = if held && term.is_none() {
+        Err("no leader in time".to_string())
+    } else {
+        procs.extend((0..n).map(|i| spawn_watcher(o, url, &key, i, dir.path())));
+        tokio::time::sleep(settle(o)).await;
+        let r = m.rate(o.secs).await;
+        let now = store
+            .read(&key)
+            .await
+            .ok()
+            .flatten()
+            .filter(|r| r.is_held());
+        let alive = procs.iter_mut().all(|p| matches!(p.try_wait(), Ok(None)));
+        match (r, now.map(|r| r.term) == term && alive) {
+            (Ok(r), true) => Ok(r),
+            (Ok(_), false) => Err("the election changed or a process exited".into()),
+            (Err(e), _) => Err(e),
+        }
+    };
+    for p in &mut procs {
+        // SAFETY: plain kill(2) on a child we started.
+        unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
+        let _ = p.wait();
+    }
+    result
+}
+
 /// Scenario B: `n` electors of distinct elections in this process.
 async fn scenario_b(o: &Opts, url: &str, m: &mut Meter, n: usize) -> Result<Reading, String> {
     let store = tenure::store::connect(url, &StoreOptions::default())
@@ -487,7 +558,7 @@ async fn main() {
         o.secs,
         humantime::format_duration(o.ttl),
         o.elections,
-        o.only.as_deref().unwrap_or("a,b"),
+        o.only.as_deref().unwrap_or("a,b,w"),
         o.bin
     );
     println!("requests/s by the servers' own counters, the benchmark's sampling subtracted; the counters are server-wide, so other users of the servers during the run inflate them");
@@ -513,12 +584,15 @@ async fn main() {
         *url = c.url();
     }
     stores.retain(|u| u != "etcd");
-    let (run_a, run_b) = (
-        o.only.as_deref() != Some("b"),
-        o.only.as_deref() != Some("a"),
-    );
+    let runs = |s: &str| {
+        o.only
+            .as_deref()
+            .is_none_or(|x| x.split(',').any(|y| y == s))
+    };
+    let (run_a, run_b, run_w) = (runs("a"), runs("b"), runs("w"));
     let mut rows_a = vec![];
     let mut rows_b = vec![];
+    let mut rows_w = vec![];
     for url in &stores {
         let name = redact_url(url);
         let store = tenure::store::connect(url, &StoreOptions::default()).await;
@@ -550,6 +624,31 @@ async fn main() {
                 detail(&[&bg, &a1, &a3])
             ));
         }
+        if run_w {
+            let bg = m.rate(o.secs.min(10)).await;
+            eprintln!("{name}: W1");
+            let w1 = scenario_w(&o, url, &store, &mut m, 1, false).await;
+            eprintln!("{name}: W3");
+            let w3 = scenario_w(&o, url, &store, &mut m, 3, false).await;
+            eprintln!("{name}: A1");
+            let a1 = scenario_a(&o, url, &store, &mut m, 1).await;
+            eprintln!("{name}: WH");
+            let wh = scenario_w(&o, url, &store, &mut m, 1, true).await;
+            let minus = |x: &Result<Reading, String>, y: &Result<Reading, String>| match (x, y) {
+                (Ok(x), Ok(y)) => format!("{:.2}", x[0].1 - y[0].1),
+                _ => "-".into(),
+            };
+            rows_w.push(format!(
+                "{name:<40} {counter:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}  {}",
+                cell(&bg, 1.0),
+                cell(&w1, 1.0),
+                cell(&w3, 1.0),
+                cell(&a1, 1.0),
+                cell(&wh, 1.0),
+                minus(&wh, &a1),
+                detail(&[&bg, &w1, &w3, &a1, &wh])
+            ));
+        }
         if run_b {
             eprintln!("{name}: B N=1");
             let b1 = scenario_b(&o, url, &mut m, 1).await;
@@ -576,6 +675,18 @@ async fn main() {
         );
         rows_a.iter().for_each(|r| println!("{r}"));
         println!("background: no candidates; A1: a leader alone; A3: a leader and two followers; follower = (A3 - A1) / 2");
+    }
+    if run_w {
+        println!(
+            "\nScenario W: `tenure watch` processes of one election, idle {} s (requests/s)",
+            o.secs
+        );
+        println!(
+            "{:<40} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}  detail (background|W1|W3|A1|WH)",
+            "store", "counter", "background", "W1 free", "W3 free", "A1 leader", "WH", "held watcher"
+        );
+        rows_w.iter().for_each(|r| println!("{r}"));
+        println!("W1/W3: one/three watchers of an election nobody holds (the background included); WH: a `tenure run --ttl {}` leader and one watcher; held watcher = WH - A1", humantime::format_duration(o.ttl));
     }
     if run_b {
         println!("\nScenario B: one process, N electors of distinct elections, all leading, idle {} s (requests/s)", o.secs);
