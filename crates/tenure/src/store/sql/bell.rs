@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
 use crate::store::wakeups::Sender;
@@ -164,8 +165,8 @@ pub(super) fn interrupted(e: &sqlx::Error) -> bool {
     }
 }
 
-/// The outcome of one statement on the bell connection.
-enum Outcome {
+/// The outcome of one statement on a bell (or watcher) connection.
+pub(super) enum Outcome {
     Done,
     /// Interrupted by a ring.
     Rung,
@@ -173,7 +174,7 @@ enum Outcome {
     Broken,
 }
 
-fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
+pub(super) fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
     match r {
         Ok(()) => Outcome::Done,
         Err(e) if interrupted(&e) => Outcome::Rung,
@@ -293,34 +294,8 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
                     .bind(RETRY_SECS),
                 None => sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)").bind(SLEEP_SECS),
             };
-            let sleep = statement.fetch_one(&mut *c);
-            tokio::pin!(changed, sleep);
-            // The statement's answer (`None`: none within the call timeout),
-            // and whether we interrupted it ourselves.
-            let (answer, own_kill) = tokio::select! {
-                // The sleep first, so its statement is on its way before a
-                // pending change interrupts it.
-                biased;
-                r = &mut sleep => (Some(r), false),
-                _ = &mut changed => {
-                    // A KILL that reaches the server before the SLEEP does
-                    // interrupts nothing: repeat it until the sleep ends.
-                    let until = tokio::time::Instant::now() + CALL_TIMEOUT;
-                    let mut answer = None;
-                    loop {
-                        let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(&pool).await;
-                        match tokio::time::timeout(KILL_REPEAT, &mut sleep).await {
-                            Ok(r) => {
-                                answer = Some(r);
-                                break;
-                            }
-                            Err(_) if tokio::time::Instant::now() >= until => break,
-                            Err(_) => {}
-                        }
-                    }
-                    (answer, true)
-                }
-            };
+            let (answer, own_kill) =
+                until_changed(&pool, *id, statement.fetch_one(&mut *c), changed).await;
             let value = match answer {
                 None => {
                     broken = true;
@@ -380,6 +355,46 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
     }
 }
 
+/// Waits for `statement`, running on the connection `id`, to answer, or for
+/// `changed`: then interrupts it from another connection (`KILL QUERY`,
+/// repeated, since one that reaches the server before the statement does
+/// interrupts nothing) and waits for it to end. Returns the statement's
+/// answer (`None`: none within [`CALL_TIMEOUT`] of the first kill) and
+/// whether we interrupted it ourselves.
+pub(super) async fn until_changed<F>(
+    pool: &AnyPool,
+    id: i64,
+    statement: F,
+    changed: tokio::sync::futures::Notified<'_>,
+) -> (Option<std::result::Result<AnyRow, sqlx::Error>>, bool)
+where
+    F: std::future::Future<Output = std::result::Result<AnyRow, sqlx::Error>>,
+{
+    tokio::pin!(changed, statement);
+    tokio::select! {
+        // The statement first, so that it is on its way before a pending
+        // change interrupts it.
+        biased;
+        r = &mut statement => (Some(r), false),
+        _ = &mut changed => {
+            let until = tokio::time::Instant::now() + CALL_TIMEOUT;
+            let mut answer = None;
+            loop {
+                let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(pool).await;
+                match tokio::time::timeout(KILL_REPEAT, &mut statement).await {
+                    Ok(r) => {
+                        answer = Some(r);
+                        break;
+                    }
+                    Err(_) if tokio::time::Instant::now() >= until => break,
+                    Err(_) => {}
+                }
+            }
+            (answer, true)
+        }
+    }
+}
+
 /// A connection of its own (outside the pool: it sleeps for long) and its id.
 pub(super) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
     let mut c = match pool.acquire().await {
@@ -402,8 +417,8 @@ pub(super) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
     }
 }
 
-/// One statement on the bell connection, bounded.
-async fn call<'q>(
+/// One statement on a bell (or watcher) connection, bounded.
+pub(super) async fn call<'q>(
     c: &mut AnyConnection,
     q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> std::result::Result<(), sqlx::Error> {

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use super::bell::{interrupted, open};
+use super::bell::{call, open, outcome, until_changed, Outcome};
 use super::named_locks::lock_name;
 use crate::store::wakeups::Sender;
 use crate::store::{AcquisitionWatch, ElectionKey};
@@ -39,8 +39,6 @@ pub(super) const SLOTS: usize = 16;
 const SLEEP_SECS: i64 = 600;
 /// The pause after the watcher connection failed, before opening another.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
-/// How long to wait for our own sleep to end before killing it again.
-const KILL_REPEAT: Duration = Duration::from_millis(100);
 /// How long a call on the watcher connection may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -194,26 +192,6 @@ pub(super) async fn kill_watchers(pool: &AnyPool, ids: &[i64]) {
     }
 }
 
-/// The outcome of one statement on the watcher connection.
-enum Outcome {
-    Done,
-    /// Interrupted by a ring.
-    Rung,
-    /// The connection failed.
-    Broken,
-}
-
-fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Done,
-        Err(e) if interrupted(&e) => Outcome::Rung,
-        Err(e) => {
-            tracing::debug!("watcher connection failed: {e}");
-            Outcome::Broken
-        }
-    }
-}
-
 /// Takes a free watcher slot of `lock_name`'s election on `c`, trying them
 /// from a random one: `Ok(Some(slot name))`, `Ok(None)` if every slot is
 /// taken.
@@ -297,17 +275,7 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             let Some(name) = held.get(&key).cloned() else {
                 continue;
             };
-            let r = match tokio::time::timeout(
-                CALL_TIMEOUT,
-                sqlx::query("SELECT RELEASE_LOCK(?)")
-                    .bind(name)
-                    .execute(&mut *c),
-            )
-            .await
-            {
-                Ok(r) => r.map(|_| ()),
-                Err(_) => Err(sqlx::Error::PoolTimedOut),
-            };
+            let r = call(c, sqlx::query("SELECT RELEASE_LOCK(?)").bind(name)).await;
             match outcome(r) {
                 Outcome::Done => {
                     held.remove(&key);
@@ -348,29 +316,7 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
                 .bind(SLEEP_SECS)
                 .fetch_one(&mut *c);
-            tokio::pin!(changed, sleep);
-            let (answer, own_kill) = tokio::select! {
-                biased;
-                r = &mut sleep => (Some(r), false),
-                _ = &mut changed => {
-                    // A KILL that reaches the server before the SLEEP does
-                    // interrupts nothing: repeat it until the sleep ends.
-                    let until = tokio::time::Instant::now() + CALL_TIMEOUT;
-                    let mut answer = None;
-                    loop {
-                        let _ = sqlx::raw_sql(&format!("KILL QUERY {id}")).execute(&pool).await;
-                        match tokio::time::timeout(KILL_REPEAT, &mut sleep).await {
-                            Ok(r) => {
-                                answer = Some(r);
-                                break;
-                            }
-                            Err(_) if tokio::time::Instant::now() >= until => break,
-                            Err(_) => {}
-                        }
-                    }
-                    (answer, true)
-                }
-            };
+            let (answer, own_kill) = until_changed(&pool, *id, sleep, changed).await;
             match answer {
                 None => broken = true,
                 // SLEEP answers 1 when interrupted, 0 when slept out.
@@ -379,11 +325,11 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
                         rung = !own_kill;
                     }
                 }
-                Some(Err(e)) if interrupted(&e) => rung = !own_kill,
-                Some(Err(e)) => {
-                    tracing::debug!("watcher connection failed: {e}");
-                    broken = true;
-                }
+                // (`outcome` logs a failure.)
+                Some(Err(e)) => match outcome(Err(e)) {
+                    Outcome::Rung => rung = !own_kill,
+                    _ => broken = true,
+                },
             }
         }
         drop(shared);
