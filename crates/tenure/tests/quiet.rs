@@ -1240,6 +1240,73 @@ async fn mariadb_watcher_of_a_free_election_is_quiet() {
     );
 }
 
+/// MariaDB: a watcher of a namespace of free elections (`tenure serve`
+/// watching services scaled to zero) is as quiet, and one ring makes it
+/// list once, not once per election it watches.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_watcher_of_many_free_elections_is_quiet() {
+    use tenure::observe::{observe, Change, ObserveOptions, Selection};
+    let Some(db) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let keys: Vec<_> = (0..6)
+        .map(|i| tenure::store::ElectionKey::new("scaled", format!("service-{i}")))
+        .collect();
+    for key in &keys {
+        let tenure = db.lead(key, Duration::from_secs(10), "").await;
+        assert!(db.leader.release(&tenure).await.expect("release"));
+    }
+    let watcher = Arc::new(Instrumented::new(Arc::new(
+        tenure::store::sql::SqlStore::connect(&db.url, &StoreOptions::default())
+            .await
+            .expect("watcher's store"),
+    )));
+    let mut changes = observe(
+        watcher.clone(),
+        Selection::Namespace("scaled".into()),
+        ObserveOptions::default(),
+    );
+    for _ in &keys {
+        let first = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+        assert!(
+            matches!(first, Ok(Some(Change::NoLeader { .. }))),
+            "{first:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut admin = sqlx::MySqlConnection::connect(&db.url)
+        .await
+        .expect("admin");
+    let before = questions(&mut admin).await;
+    let idle = Duration::from_secs(6);
+    tokio::time::sleep(idle).await;
+    let idle_statements = questions(&mut admin).await - before - 1;
+    assert!(
+        idle_statements <= 2,
+        "a watcher of six free elections sent {idle_statements} statements in {idle:?}"
+    );
+    let lists = watcher.total_calls();
+    db.lead(&keys[3], Duration::from_secs(10), "").await;
+    let acquired = Instant::now();
+    let seen = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
+    let reported = acquired.elapsed();
+    assert!(
+        matches!(seen, Ok(Some(Change::Leader { ref key, .. })) if *key == keys[3]),
+        "the acquisition was not reported within 3 s (the fallback poll is 10 s): {seen:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let woken = watcher.total_calls() - lists;
+    assert!(
+        woken <= 2,
+        "one ring made the watcher of six elections read {woken} times"
+    );
+    eprintln!(
+        "a watcher of six free elections: {idle_statements} statements in {idle:?}; \
+         an acquisition reported after {reported:?}, {woken} reads"
+    );
+}
+
 /// MariaDB ≥ 10.5: a follower's read at the lease's expiry carries its member
 /// heartbeat in ONE statement (`INSERT ... ON DUPLICATE KEY UPDATE ...
 /// RETURNING` the lease record), counted by the server itself on a private

@@ -34,7 +34,7 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// How long to wait for our own sleep to end before killing it again.
 const KILL_REPEAT: Duration = Duration::from_millis(100);
 /// How long a call on the bell connection may take once interrupted.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A bell lock's name: the election lock's name and a suffix (at most 64
 /// characters, as named locks must be).

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use super::bell::{call, open, outcome, until_changed, Outcome};
+use super::bell::{call, open, outcome, until_changed, Outcome, CALL_TIMEOUT};
 use super::named_locks::lock_name;
 use crate::store::wakeups::Sender;
 use crate::store::{AcquisitionWatch, ElectionKey};
@@ -39,8 +39,9 @@ pub(super) const SLOTS: usize = 16;
 const SLEEP_SECS: i64 = 600;
 /// The pause after the watcher connection failed, before opening another.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
-/// How long a call on the watcher connection may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// A wake-up of more elections than this is sent as one "anything may
+/// have changed".
+const MAX_NAMED_WAKES: usize = 4;
 
 /// The name of watcher slot `slot` of the election whose lock is
 /// `lock_name` (at most 64 characters, as named locks must be).
@@ -339,9 +340,20 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             } else {
                 armed.iter().collect()
             };
-            for key in woken {
-                tracing::trace!(election = %key, rung, "watcher's doorbell: its observers read");
-                let _ = tx.send(Some(key.clone()));
+            if woken.len() > MAX_NAMED_WAKES {
+                // One message, not one per election: an observer of many
+                // (`Selection::All`) would read once per message.
+                tracing::trace!(
+                    elections = woken.len(),
+                    rung,
+                    "watcher's doorbell: everyone reads"
+                );
+                let _ = tx.send(None);
+            } else {
+                for key in woken {
+                    tracing::trace!(election = %key, rung, "watcher's doorbell: its observers read");
+                    let _ = tx.send(Some(key.clone()));
+                }
             }
         }
         if broken {
