@@ -284,6 +284,10 @@ impl Server {
                 }
             }
             Kind::MariaDb => {
+                // A temporary directory of its own: a starting MariaDB deletes
+                // the `#sql*` files it finds in its tmpdir, and two private
+                // servers starting at once in /tmp broke each other's install.
+                std::fs::create_dir_all(dir.path().join("tmp"))?;
                 run(Command::new("mariadb-install-db")
                     .args([
                         "--no-defaults",
@@ -291,7 +295,8 @@ impl Server {
                         "--auth-root-authentication-method=normal",
                         "--skip-test-db",
                     ])
-                    .arg(format!("--datadir={}", data.display())))?;
+                    .arg(format!("--datadir={}", data.display()))
+                    .arg(format!("--tmpdir={}", dir.path().join("tmp").display())))?;
             }
             Kind::Redis => std::fs::create_dir_all(&data)?,
         }
@@ -412,6 +417,10 @@ impl Server {
                     "--skip-name-resolve",
                 ])
                 .arg(format!("--datadir={}", data.display()))
+                .arg(format!(
+                    "--tmpdir={}",
+                    self.dir.path().join("tmp").display()
+                ))
                 .arg(format!("--port={}", self.port))
                 .arg(format!(
                     "--socket={}",
