@@ -274,8 +274,11 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         // hours long to everyone else, it kept leadership through every
         // fault, and the check passed a broken build (CI, seed 10258: all
         // eleven faults on c4, no violation).
+        // And for clock rates beyond the bound: c0 (slow) leads first, so the
+        // first blackhole cuts off a slow leader while c1 (true clock) looks.
         let wall_clock_bug = run.args.bug.as_deref() == Some("wall-clock");
-        if (run.args.store_clock_step || wall_clock_bug) && i == 1 {
+        let slow_first = run.args.clock_beyond_bound;
+        if (run.args.store_clock_step || wall_clock_bug || slow_first) && i == 1 {
             run.wait_for_a_leader(run.args.ttl * 10).await;
         }
         // A clock offset for some from the start: the wall-clock bug shows at once.
@@ -305,7 +308,7 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         if shared_clock::now_ns() >= end {
             break;
         }
-        let kind = kinds[run.rng.gen_range(0..kinds.len())].clone();
+        let kind = kinds[run.next_kind(n as usize, kinds.len())].clone();
         run.inject(&kind, &mut server).await?;
     }
     for c in &mut run.cands {
@@ -352,6 +355,23 @@ fn split_host(url: &str) -> (String, String) {
 }
 
 impl Run {
+    /// Index of the `n`th fault's kind (from 1) among `count` kinds.
+    ///
+    /// Normal runs draw each kind. Self-checks take them in turn, in the
+    /// order listed, because usually one kind alone shows their broken
+    /// setup: in `--clock-beyond-bound --faults blackhole,clock` a clock
+    /// fault kills and restarts the leader, which then cannot act, so only
+    /// blackholes make overlaps (46 of 47 violations over 18 seeds). A 25 s
+    /// run injects 4 to 6 faults; drawn, about one seed in 20 to 30 got no
+    /// blackhole and passed a broken setup (CI, stop 21).
+    fn next_kind(&mut self, n: usize, count: usize) -> usize {
+        if self.args.expects_violations() {
+            (n - 1) % count
+        } else {
+            self.rng.gen_range(0..count)
+        }
+    }
+
     fn random_faketime(&mut self, idx: usize) -> String {
         // SQLite has no server: its "store clock" is the wall clock of the
         // process running the statement, which every process on one host shares.

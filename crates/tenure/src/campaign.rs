@@ -407,30 +407,17 @@ impl Campaign {
             let activity = self.push_activity();
             let sent = self.now();
             // A push naming this election is most often a release: the member
-            // list (who succeeds) is read beside the lease, so the designated
+            // list (who succeeds) is read with the lease, so the designated
             // successor's acquisition goes one round trip sooner. An idle
             // follower gets no such pushes, so this costs a read per change,
             // not per TTL.
-            let members = for_us.then(|| {
-                let (store, key) = (self.store.clone(), key.clone());
-                async move { store.members(&key).await }
-            });
             let (read, members) = match self
                 .follower_call("read", async move {
-                    let read = async {
-                        match member {
-                            Some(m) => store.heartbeat_and_read(&m, member_ttl).await,
-                            None => store.read(&key).await,
-                        }
-                    };
-                    let members = async {
-                        match members {
-                            Some(call) => Some(call.await),
-                            None => None,
-                        }
-                    };
-                    let (read, members) = tokio::join!(read, members);
-                    read.map(|r| (r, members))
+                    match (member, for_us) {
+                        (Some(m), _) => Ok((store.heartbeat_and_read(&m, member_ttl).await?, None)),
+                        (None, true) => store.read_with_members(&key).await,
+                        (None, false) => Ok((store.read(&key).await?, None)),
+                    }
                 })
                 .await
             {
@@ -438,7 +425,7 @@ impl Campaign {
                     if fused {
                         self.shared.heartbeat_sent(sent);
                     }
-                    (Ok(read), members.and_then(Result::ok))
+                    (Ok(read), members)
                 }
                 Ok(Err(e)) => (Err(e), None),
                 Err(next) => return next,
@@ -512,20 +499,29 @@ impl Campaign {
     ) -> Result<Option<Duration>, Next> {
         let Some(r) = rec else { return Ok(None) };
         let me = self.config.identity.as_str();
-        if let Some(to) = r.handover.as_ref().and_then(Handover::target) {
-            if r.handover_until_us > r.read_at_us {
-                if to == me {
-                    return Ok(None);
-                }
-                // Only the target may acquire until the window ends; its
-                // acquisition is pushed where the store pushes changes.
-                let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
-                let left = match self.own_poll() {
-                    None => left,
-                    Some(poll) => left.min(poll),
-                };
-                return Ok(Some(left + self.timing().settle));
+        if let Some(to) = r.transfer_target() {
+            if to == me {
+                return Ok(None);
             }
+            // Only the target may acquire until the window ends; its
+            // acquisition is pushed where the store pushes changes.
+            let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
+            let left = match self.own_poll() {
+                None => left,
+                Some(poll) => left.min(poll),
+            };
+            // Where acquisitions are not pushed (MySQL: the named locks
+            // ring only when a leader lets go), look again soon: a
+            // follower that slept through the window missed the new
+            // leader's release and, as the next transfer's target, left
+            // the election leaderless for the rest of its old window
+            // (conformance: transfers_in_a_row_reach_their_targets).
+            let left = if self.store.capabilities().push_acquisitions {
+                left
+            } else {
+                left.min(jittered(self.timing().push_down_poll))
+            };
+            return Ok(Some(left + self.timing().settle));
         }
         let store = self.store.clone();
         let key = self.config.key.clone();
@@ -1068,7 +1064,20 @@ impl Campaign {
         self.shared
             .pause_membership(self.now() + self.timing().hold_off);
         let leave = self.store.leave(&self.config.key, &self.config.holder);
-        let _ = tokio::time::timeout(self.timing().leave_timeout, leave).await;
+        // Best effort: a member row left behind only lists this process
+        // until its hold-off ends or the row expires, and its hold-off
+        // keeps it out of the race meanwhile.
+        match tokio::time::timeout(self.timing().leave_timeout, leave).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(
+                election = %self.config.key,
+                "leaving the member list after stepping down failed: {e}"
+            ),
+            Err(_) => tracing::debug!(
+                election = %self.config.key,
+                "leaving the member list after stepping down timed out"
+            ),
+        }
         self.left = true;
     }
 
@@ -1162,12 +1171,20 @@ async fn membership(store: DynStore, shared: Arc<Shared>, member: Member, timing
                 .membership_paused_until
                 .load(std::sync::atomic::Ordering::Acquire),
         );
-        // Wake when the pause ends, to rejoin at once.
+        // Wake when the pause ends, to rejoin at once; and when a pause is
+        // set while asleep, to learn when it ends (a resigned member rejoined
+        // at the next tick, up to TTL/2 after its 250 ms hold-off:
+        // `tests/succession.rs::a_resigned_member_rejoins_when_its_hold_off_ends`).
         let wake = if paused_until > shared.clock.now() {
             paused_until.min(next)
         } else {
             next
         };
-        shared.clock.sleep_until(wake).await;
+        tokio::select! {
+            // Listed order, so a simulation seed replays exactly.
+            biased;
+            _ = shared.clock.sleep_until(wake) => {}
+            _ = shared.membership_pause_set.notified() => {}
+        }
     }
 }

@@ -183,6 +183,17 @@ impl Error {
 
     /// Keeps `cause` under a store error (unavailable, permission, TLS,
     /// schema, protocol); other errors are returned as they are.
+    // Unused in builds with only some stores.
+    #[cfg_attr(
+        not(any(
+            feature = "sqlite",
+            feature = "mysql",
+            feature = "postgres",
+            feature = "etcd",
+            feature = "zookeeper"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn with_source(
         mut self,
         cause: impl std::error::Error + Send + Sync + 'static,

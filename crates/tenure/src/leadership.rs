@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     pub closed: AtomicBool,
     /// Until when (clock nanoseconds) this candidate stays out of the member list.
     pub membership_paused_until: AtomicU64,
+    /// Told when membership is paused: the membership task, asleep until
+    /// its next tick, wakes to rejoin when the pause ends instead.
+    pub membership_pause_set: tokio::sync::Notify,
     /// When (clock nanoseconds) the last successful heartbeat was sent, by
     /// the membership task or carried by a follower's read; 0: none since
     /// the registration was last removed.
@@ -82,6 +85,7 @@ impl Shared {
             state: watch::Sender::new(State::NoLeader),
             closed: AtomicBool::new(false),
             membership_paused_until: AtomicU64::new(0),
+            membership_pause_set: tokio::sync::Notify::new(),
             heartbeat_sent_ns: AtomicU64::new(0),
             clock,
             key,
@@ -156,6 +160,7 @@ impl Shared {
         self.membership_paused_until
             .store(until.as_nanos() as u64, Ordering::Release);
         self.heartbeat_sent_ns.store(0, Ordering::Release);
+        self.membership_pause_set.notify_one();
     }
 
     /// Records a successful heartbeat sent at `sent`.

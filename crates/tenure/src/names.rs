@@ -64,6 +64,17 @@ fn check_text(field: &'static str, text: &str, max: usize) -> Result<()> {
 
 /// Checks a SQL table-name prefix: an ASCII identifier of at most 40 characters,
 /// so it can be pasted into DDL without quoting.
+// Unused in builds with only some stores.
+#[cfg_attr(
+    not(any(
+        feature = "sqlite",
+        feature = "mysql",
+        feature = "postgres",
+        feature = "redis",
+        feature = "etcd"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn validate_table_prefix(prefix: &str) -> Result<()> {
     let ok_start = prefix
         .chars()

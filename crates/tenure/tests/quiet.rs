@@ -35,6 +35,12 @@ async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOp
         .build()
         .expect("leader");
     leader.acquired().await.expect("leads");
+    // The acquisition's notification goes out after it, off the leader's
+    // path: sent late (a loaded machine), it woke the follower inside the
+    // counted window (PostgreSQL: 6 requests, 2 of them reads on pushes
+    // 2-12 ms into the window, about one run in six of the five
+    // follower_is_quiet tests).
+    leader_counted.flush().await.expect("flush");
     let follower = Elector::builder(counted.clone() as DynStore)
         .election(election.clone())
         .identity("follower")
@@ -126,11 +132,14 @@ async fn observer_is_quiet(name: &str, url: String, options: StoreOptions) {
     let before = counted.total_calls();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_free = counted.total_calls() - before;
-    // MariaDB: the observers' doorbell, rung by the acquirer.
+    // MariaDB: the observers' doorbell, rung by the acquirer; as it takes
+    // the election's watcher slot it makes them read twice, at once and
+    // once its sleep has surely begun (100 ms later).
     if acquisitions_pushed || name == "mariadb" {
+        let allowed = if name == "mariadb" { 2 } else { 1 };
         // Polling every 40-80 ms made 25-50.
         assert!(
-            idle_free <= 1,
+            idle_free <= allowed,
             "{name}: an observer of a free election made {idle_free} requests in 2 s"
         );
     }
@@ -1046,6 +1055,48 @@ async fn counters(admin: &mut sqlx::MySqlConnection) -> (i64, i64) {
     (value("Questions"), value("Connections"))
 }
 
+/// Starts (`on`) a private MariaDB's general log, into a table emptied
+/// first, or stops it and returns what it holds, one line per command.
+#[cfg(feature = "mysql")]
+async fn general_log(admin: &mut sqlx::MySqlConnection, on: bool) -> String {
+    use sqlx::Row;
+    let statements: &[&str] = if on {
+        &[
+            "SET GLOBAL general_log = 0",
+            "SET GLOBAL log_output = 'TABLE'",
+            "TRUNCATE TABLE mysql.general_log",
+            "SET GLOBAL general_log = 1",
+        ]
+    } else {
+        &["SET GLOBAL general_log = 0"]
+    };
+    for sql in statements {
+        sqlx::raw_sql(sql)
+            .execute(&mut *admin)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    if on {
+        return String::new();
+    }
+    let rows = sqlx::query(
+        "SELECT CAST(event_time AS CHAR), thread_id, command_type, \
+         CAST(argument AS CHAR) FROM mysql.general_log",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .expect("the general log");
+    rows.iter()
+        .map(|r| {
+            let at: String = r.try_get(0).unwrap_or_default();
+            let thread: u64 = r.try_get(1).unwrap_or_default();
+            let command: String = r.try_get(2).unwrap_or_default();
+            let argument: String = r.try_get(3).unwrap_or_default();
+            format!("{at} thread {thread} {command}: {argument}\n")
+        })
+        .collect()
+}
+
 /// [`counters`]' questions.
 #[cfg(feature = "mysql")]
 async fn questions(admin: &mut sqlx::MySqlConnection) -> i64 {
@@ -1109,6 +1160,18 @@ impl PrivateMariaDb {
             term: won.term,
         }
     }
+}
+
+/// The statements a private MariaDB answered over `idle`, after a second
+/// for a watcher's doorbell to settle in (its connection and lock); the
+/// counting statement itself is not counted.
+#[cfg(feature = "mysql")]
+async fn idle_questions(url: &str, idle: Duration) -> i64 {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut admin = sqlx::MySqlConnection::connect(url).await.expect("admin");
+    let before = questions(&mut admin).await;
+    tokio::time::sleep(idle).await;
+    questions(&mut admin).await - before - 1
 }
 
 /// Connections of a private MariaDB blocked in `GET_LOCK` (state `User lock`).
@@ -1197,16 +1260,8 @@ async fn mariadb_watcher_of_a_free_election_is_quiet() {
         matches!(first, Ok(Some(Change::NoLeader { .. }))),
         "{first:?}"
     );
-    // Let the doorbell settle in (its connection and lock), then count.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut admin = sqlx::MySqlConnection::connect(&db.url)
-        .await
-        .expect("admin");
-    let before = questions(&mut admin).await;
     let idle = Duration::from_secs(6);
-    tokio::time::sleep(idle).await;
-    // Minus the counting statement itself.
-    let idle_statements = questions(&mut admin).await - before - 1;
+    let idle_statements = idle_questions(&db.url, idle).await;
     assert!(
         idle_statements <= 2,
         "a watcher of a free election sent {idle_statements} statements in {idle:?} \
@@ -1237,6 +1292,163 @@ async fn mariadb_watcher_of_a_free_election_is_quiet() {
         "a watcher of a free election: {idle_statements} statements in {idle:?}; \
          20 acquisitions reported after try_acquire returned in: median {:?}, max {:?}",
         reported[10], reported[19]
+    );
+}
+
+/// MariaDB: an acquisition that lands after an observer's read but before
+/// its doorbell holds the election's watcher slot rings nobody, so the
+/// doorbell makes the observers read as soon as it holds the slot; not after
+/// its next sleep ends (a ring, or 600 s), which left the acquisition to the
+/// observer's 10 s fallback poll. (`tenure watch` drops its watch while the
+/// election is held and arms it again on a new connection after each
+/// release, so a quick re-acquisition hit this.)
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "current_thread")]
+async fn mariadb_acquisition_before_the_watch_is_armed_is_read() {
+    use tenure::store::ElectionKey;
+    let Some(db) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let mut changes = db.follower.subscribe().expect("MariaDB offers changes");
+    // A first watch starts the doorbell. Its wake-up (the slot is taken)
+    // comes just before it sleeps: on this single-threaded runtime it runs
+    // on into its sleep, waiting for a ring or the next change of the
+    // watched set, before this test runs again.
+    let first = ElectionKey::new("default", "watched-first");
+    let wait = woken_for(&mut changes, first.clone());
+    let _first = db.follower.watch_acquisitions(&first).expect("a watch");
+    let wake = wait.await;
+    assert!(matches!(wake, Ok(Ok(_))), "{wake:?}");
+
+    // A second watch: the doorbell wakes to take its slot, but this thread
+    // is blocked until the election is acquired, on a thread and runtime of
+    // its own, so the acquisition is written before the slot is held.
+    let key = ElectionKey::new("default", "armed-late");
+    let wait = woken_for(&mut changes, key.clone());
+    let _watch = db.follower.watch_acquisitions(&key).expect("a watch");
+    assert!(
+        acquire_elsewhere(&db.url, &key, "early#1"),
+        "the election was free"
+    );
+    let asked = Instant::now();
+    let wake = wait.await;
+    assert!(
+        matches!(wake, Ok(Ok(_))),
+        "the observers of an election acquired before its watcher slot was held \
+         were not woken within 2 s (the fallback poll is 10 s): {wake:?}"
+    );
+    // What the woken observers read, and report.
+    let read = db.follower.read(&key).await.expect("read");
+    assert_eq!(
+        read.as_ref().and_then(|r| r.live_holder()),
+        Some("early#1"),
+        "{read:?}"
+    );
+    eprintln!(
+        "an acquisition before the doorbell was armed: observers woken {:?} later ({wake:?})",
+        asked.elapsed()
+    );
+}
+
+/// A wake-up of this process's observers of `key` (or of all) within 2 s,
+/// counted from the call, not from the subscription.
+#[cfg(feature = "mysql")]
+fn woken_for(
+    changes: &mut tenure::store::Changes,
+    key: tenure::store::ElectionKey,
+) -> impl std::future::Future<
+    Output = Result<
+        Result<Option<tenure::store::ElectionKey>, tokio::sync::broadcast::error::RecvError>,
+        tokio::time::error::Elapsed,
+    >,
+> {
+    let mut changes = changes.resubscribe();
+    async move {
+        tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                match changes.recv().await {
+                    Ok(Some(k)) if k != key => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Acquires the free election `key` on a private MariaDB as `holder`, from a
+/// store on a thread and runtime of their own that end with the call: the
+/// calling thread is blocked meanwhile (a single-threaded runtime's tasks
+/// do not run), and the acquirer's ring, sent off its caller's path, never
+/// goes out. Whether it was acquired.
+#[cfg(feature = "mysql")]
+fn acquire_elsewhere(url: &str, key: &tenure::store::ElectionKey, holder: &str) -> bool {
+    use tenure::store::{Acquire, Claim};
+    let url = url.to_string();
+    let claim = Claim {
+        key: key.clone(),
+        holder: holder.into(),
+        metadata: String::new(),
+        ttl: Duration::from_secs(30),
+    };
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let store = tenure::store::sql::SqlStore::connect(&url, &StoreOptions::default())
+                .await
+                .expect("acquirer's store");
+            let got = store.try_acquire(&claim).await.expect("acquire");
+            matches!(got, Acquire::Acquired(_))
+        })
+    })
+    .join()
+    .expect("the acquiring thread")
+}
+
+/// MariaDB: a ring that reaches the watcher's connection before its sleep
+/// has begun interrupts nothing (`KILL QUERY` of an idle connection), and
+/// the observers' read as the slot was taken may have come before the
+/// acquisition; so they read once more when the sleep has surely begun.
+/// Without it such an acquisition waited for the observer's 10 s fallback
+/// poll (`mariadb_watcher_of_a_free_election_is_quiet` failed so in CI).
+/// Here the acquirer never rings at all, which is the same to the watcher.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "current_thread")]
+async fn mariadb_acquisition_whose_ring_is_lost_is_read() {
+    let Some(db) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let key = tenure::store::ElectionKey::new("default", "ring-lost");
+    let mut changes = db.follower.subscribe().expect("MariaDB offers changes");
+    let armed = woken_for(&mut changes, key.clone());
+    let _watch = db.follower.watch_acquisitions(&key).expect("a watch");
+    let wake = armed.await;
+    assert!(
+        matches!(wake, Ok(Ok(_))),
+        "the slot was not taken: {wake:?}"
+    );
+    // The doorbell runs on into its sleep before this test runs again;
+    // every wake-up from here on was sent after the acquisition, since
+    // this thread, the only one of this runtime, is blocked until then.
+    let again = woken_for(&mut changes, key.clone());
+    assert!(
+        acquire_elsewhere(&db.url, &key, "silent#1"),
+        "the election was free"
+    );
+    let wake = again.await;
+    assert!(
+        matches!(wake, Ok(Ok(_))),
+        "an acquisition that rang nobody, made just after the observers' read, \
+         did not make them read again within 2 s: {wake:?}"
+    );
+    let read = db.follower.read(&key).await.expect("read");
+    assert_eq!(
+        read.as_ref().and_then(|r| r.live_holder()),
+        Some("silent#1"),
+        "{read:?}"
     );
 }
 
@@ -1274,14 +1486,8 @@ async fn mariadb_watcher_of_many_free_elections_is_quiet() {
             "{first:?}"
         );
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut admin = sqlx::MySqlConnection::connect(&db.url)
-        .await
-        .expect("admin");
-    let before = questions(&mut admin).await;
     let idle = Duration::from_secs(6);
-    tokio::time::sleep(idle).await;
-    let idle_statements = questions(&mut admin).await - before - 1;
+    let idle_statements = idle_questions(&db.url, idle).await;
     assert!(
         idle_statements <= 2,
         "a watcher of six free elections sent {idle_statements} statements in {idle:?}"
@@ -1342,9 +1548,10 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
     assert_eq!(follower.read(&key).await.expect("read"), None);
     let tenure = db.lead(&key, ttl, "meta \"of\" the leader\n\u{1}é").await;
     const N: i64 = 10;
-    // Warm up: every pooled connection prepares each statement once (a
-    // counted statement), and the follower's named-lock waiter (started by
-    // the reads that found the lease held) settles.
+    let mut admin = sqlx::MySqlConnection::connect(url).await.expect("admin");
+    // Warm up: the connection kept for lease statements prepares each one
+    // once, and the follower's named-lock waiter (started by the reads that
+    // found the lease held) settles.
     for _ in 0..N {
         follower
             .heartbeat_and_read(&me, ttl)
@@ -1353,11 +1560,19 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let mut admin = sqlx::MySqlConnection::connect(url).await.expect("admin");
     let idle = {
         let a = questions(&mut admin).await;
         questions(&mut admin).await - a
     };
+    // The server's own log of the counted window, shown if the count is off.
+    general_log(&mut admin, true).await;
+    // One more, uncounted: the connection kept for lease statements goes
+    // back to the pool after a second unused, and the pause above and the
+    // statements on the side may have lasted that long.
+    follower
+        .heartbeat_and_read(&me, ttl)
+        .await
+        .expect("heartbeat and read");
     let before = questions(&mut admin).await;
     let mut last = None;
     for _ in 0..N {
@@ -1367,10 +1582,11 @@ async fn mariadb_heartbeat_and_read_is_one_statement() {
             .expect("heartbeat and read");
     }
     let sent = questions(&mut admin).await - before - idle;
+    let log = general_log(&mut admin, false).await;
     eprintln!("mariadb: {N} heartbeat-and-reads made {sent} statements (the SHOW itself {idle})");
     assert_eq!(
         sent, N,
-        "each heartbeat-and-read must be one statement on MariaDB ≥ 10.5"
+        "each heartbeat-and-read must be one statement on MariaDB ≥ 10.5; the server's log:\n{log}"
     );
 
     // The same record as read(), but for the time it was read at.

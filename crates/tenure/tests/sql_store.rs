@@ -203,3 +203,182 @@ async fn concurrent_first_use_of_fresh_tables_succeeds() {
         }
     }
 }
+
+/// A woken successor reads the lease and the members and acquires at once;
+/// none of that may wait for a new connection. sqlx pings every connection it
+/// takes back, and while it does the connection is not idle: the acquisition
+/// found both connections of the read in their ping and the pool opened a
+/// third, 6–11 ms on PostgreSQL's hand-over path. The lease statements keep
+/// one connection out of the pool for that (`store/sql/kept.rs`).
+/// Not counted on MySQL/MariaDB, where the pool also lends the connections
+/// that hold and wait on named locks, which come and go beside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_successor_opens_no_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in servers::sql_urls(dir.path()).await {
+        if url.starts_with("mysql") {
+            continue;
+        }
+        let leader = SqlStore::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let successor = SqlStore::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let key = ElectionKey::new("kept", format!("e-{run}"));
+        let claim = |holder: &str| Claim {
+            key: key.clone(),
+            holder: format!("{holder}#{run}"),
+            metadata: String::new(),
+            ttl: Duration::from_secs(30),
+        };
+        let member = tenure::store::Member {
+            key: key.clone(),
+            holder: claim("s").holder,
+            metadata: String::new(),
+            priority: 0,
+        };
+        successor
+            .heartbeat(&member, Duration::from_secs(60))
+            .await
+            .unwrap();
+        // At least two connections, as a follower that read and heartbeat
+        // side by side has: one for the lease statements, one for the
+        // history its acquisition queues.
+        let (a, b) = tokio::join!(successor.read(&key), successor.read(&key));
+        a.unwrap();
+        b.unwrap();
+        pool_settled(&successor).await;
+        let before = successor.pool().size();
+        for round in 0..10 {
+            let held = match leader.try_acquire(&claim("l")).await {
+                Ok(Acquire::Acquired(held)) => held,
+                other => panic!("{url}: round {round}: the leader's acquisition: {other:?}"),
+            };
+            assert!(leader.release(&tenure_of(&held)).await.unwrap());
+            let (rec, members) = successor.read_with_members(&key).await.unwrap();
+            assert!(rec.is_some_and(|r| !r.is_held()), "{url}: round {round}");
+            assert!(
+                members.is_some_and(|m| m.iter().any(|m| m.holder == member.holder)),
+                "{url}: round {round}"
+            );
+            let took = match successor.try_acquire(&claim("s")).await {
+                Ok(Acquire::Acquired(took)) => took,
+                other => panic!("{url}: round {round}: the successor's acquisition: {other:?}"),
+            };
+            let opened = successor.pool().size() - before;
+            assert_eq!(
+                opened, 0,
+                "{url}: round {round}: the hand-over opened {opened} connection(s)"
+            );
+            // The history the acquisition queued, then the release's.
+            successor.flush().await.unwrap();
+            pool_settled(&successor).await;
+            assert!(successor.release(&tenure_of(&took)).await.unwrap());
+            successor.flush().await.unwrap();
+            pool_settled(&successor).await;
+        }
+    }
+}
+
+/// A pool of one connection still elects: the lease statements keep no
+/// connection aside there, or the first election's vacant-row insert and
+/// every renewal would wait for the kept one until they timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_one_connection_elects_and_renews() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in servers::sql_urls(dir.path()).await {
+        let mut options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+        options.max_connections = 1;
+        let store = SqlStore::connect(&url, &options).await.unwrap();
+        let key = ElectionKey::new("kept", format!("one-{run}"));
+        let claim = Claim {
+            key: key.clone(),
+            holder: format!("h#{run}"),
+            metadata: String::new(),
+            ttl: Duration::from_secs(30),
+        };
+        let held = match store.try_acquire(&claim).await {
+            Ok(Acquire::Acquired(held)) => held,
+            other => panic!("{url}: a fresh election on a pool of one: {other:?}"),
+        };
+        let tenure = tenure_of(&held);
+        for _ in 0..3 {
+            assert!(
+                store.renew(&tenure, claim.ttl).await.unwrap(),
+                "{url}: renewal on a pool of one"
+            );
+        }
+        assert!(store.release(&tenure).await.unwrap());
+    }
+}
+
+/// Closing the pool the store lends to the application
+/// ([`SqlStore::pool`]) finishes at once, also while the lease statements
+/// keep a connection out of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_pool_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in servers::sql_urls(dir.path()).await {
+        let store = SqlStore::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        store
+            .read(&ElectionKey::new("kept", "close"))
+            .await
+            .unwrap();
+        let closed = tokio::time::timeout(Duration::from_secs(10), store.pool().close()).await;
+        assert!(
+            closed.is_ok(),
+            "{url}: pool().close() still waiting after 10 s"
+        );
+    }
+}
+
+/// A store dropped outside any Tokio runtime (the runtime that used it shut
+/// down first) does not panic, with a connection kept from its last
+/// statement.
+#[test]
+fn a_store_dropped_outside_a_runtime_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stores = runtime.block_on(async {
+        let mut stores = Vec::new();
+        for url in servers::sql_urls(dir.path()).await {
+            let store = SqlStore::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap();
+            store
+                .read(&ElectionKey::new("kept", "dropped"))
+                .await
+                .unwrap();
+            stores.push(store);
+        }
+        stores
+    });
+    drop(runtime);
+    drop(stores);
+}
+
+/// Waits until every pooled connection but the kept one is idle: sqlx has
+/// finished pinging those it took back.
+async fn pool_settled(store: &SqlStore) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while store.pool().num_idle() + 1 < store.pool().size() as usize {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pooled connections still busy after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {
+    Tenure {
+        key: rec.key.clone(),
+        holder: rec.holder.clone().unwrap_or_default(),
+        term: rec.term,
+    }
+}

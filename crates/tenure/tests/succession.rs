@@ -101,6 +101,55 @@ async fn priority_decides_the_successor_and_resign_hands_over_at_once() {
     }
 }
 
+/// A member that resigned rejoins the member list when its hold-off ends
+/// (250 ms), not at its membership task's next tick (up to TTL/2 later):
+/// meanwhile a transfer back to it was refused ("not a live member"), and
+/// the failover bench skipped 8 of 20 transfers for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resigned_member_rejoins_when_its_hold_off_ends() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.elector("b");
+    members_registered(&w, 2).await;
+    // Off the grid of the membership ticks (every TTL/2), so that a rejoin
+    // at the next tick would come seconds after the hold-off.
+    w.advance(Duration::from_millis(1_000), Duration::from_millis(50))
+        .await;
+    a.resign().await.unwrap();
+    w.advance(Duration::from_millis(200), Duration::from_millis(10))
+        .await;
+    eventually("b leads", || b.is_leader()).await;
+    let a_listed = || async {
+        w.store
+            .members(&key())
+            .await
+            .unwrap()
+            .iter()
+            .any(|m| m.identity == "a" && m.live)
+    };
+    assert!(
+        !a_listed().await,
+        "a stays off the list during its hold-off"
+    );
+    w.advance(Duration::from_millis(200), Duration::from_millis(10))
+        .await;
+    let start = Instant::now();
+    while !a_listed().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a not listed again 400 ms after its resignation (hold-off 250 ms)"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for e in [a, b] {
+        e.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfer_goes_to_the_named_member_only() {
     let w = World::new();

@@ -146,6 +146,11 @@ impl<S: Statement> Batched<S> {
 
     /// Sends `item` alone, now, without waiting for others: for a caller on
     /// a path where the gathering delay would cost (a follower's read).
+    // Only the SQL stores use it.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "mysql", feature = "postgres")),
+        allow(dead_code)
+    )]
     pub(crate) async fn send_now(
         &self,
         group: i64,

@@ -145,6 +145,15 @@ impl LeaseRecord {
             None
         }
     }
+
+    /// The target of a transfer whose window was still open when this was
+    /// read: until it ends, only that identity may acquire.
+    pub(crate) fn transfer_target(&self) -> Option<&str> {
+        self.handover
+            .as_ref()
+            .and_then(Handover::target)
+            .filter(|_| self.handover_until_us > self.read_at_us)
+    }
 }
 
 /// A candidate's registration in an election: the member list from which
@@ -484,6 +493,21 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// unexpired lease reads as live (see [`MemberRecord`]).
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
 
+    /// [`read`](Self::read) and [`members`](Self::members) of one
+    /// election, as a follower reads them when a push names its election:
+    /// most often a release, after which the designated successor acquires
+    /// at once. The members are `None` if their read failed (the lease's
+    /// did not). The default reads both side by side; the SQL stores read
+    /// them one after the other on one connection, which then takes the
+    /// acquisition too, so the hand-over never waits for a new connection.
+    async fn read_with_members(
+        &self,
+        key: &ElectionKey,
+    ) -> Result<(Option<LeaseRecord>, Option<Vec<MemberRecord>>)> {
+        let (rec, members) = tokio::join!(self.read(key), self.members(key));
+        Ok((rec?, members.ok()))
+    }
+
     /// The registrations of every election (in `namespace`, or in the
     /// whole store), each election's members in [`Self::members`]' order:
     /// what `tenure status` and the HTTP API read for a list of elections
@@ -735,6 +759,12 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         (**self).members(key).await
+    }
+    async fn read_with_members(
+        &self,
+        key: &ElectionKey,
+    ) -> Result<(Option<LeaseRecord>, Option<Vec<MemberRecord>>)> {
+        (**self).read_with_members(key).await
     }
     async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
         (**self).list_members(namespace).await

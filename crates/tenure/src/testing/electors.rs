@@ -98,6 +98,75 @@ impl Conformance {
         b.shutdown().await.expect("shutdown");
     }
 
+    /// Transfers in a row, every elector alive, each reach their target
+    /// within a twentieth of the lease time (milliseconds on every store;
+    /// the bound leaves room for a loaded CI). A follower that is not the target must
+    /// hear of the target's acquisition too: one that slept through the
+    /// transfer window missed the next release and, as the next transfer's
+    /// target, left the election leaderless for the rest of its old window
+    /// (MySQL, whose named locks ring only when a leader lets go: the
+    /// failover bench once stalled 10 s on MariaDB).
+    pub async fn transfers_in_a_row_reach_their_targets(&self) {
+        let _turn = alone().await;
+        let key = self.key("transfers");
+        let ttl = self.timing().await.ttl(Duration::from_secs(10));
+        let ids = ["a", "b", "c"];
+        let mut electors = Vec::new();
+        for id in ids {
+            let e = elector(self.store().await, &key, id, ttl, Duration::from_millis(20));
+            if electors.is_empty() {
+                tokio::time::timeout(ttl, e.acquired())
+                    .await
+                    .expect("a leads")
+                    .expect("alive");
+            }
+            electors.push(e);
+        }
+        for round in 0..6 {
+            let (from, to) = (round % ids.len(), (round + 1) % ids.len());
+            // The target must be a listed member; one that stepped down
+            // rejoins the list after its hold-off.
+            let listed = Instant::now();
+            while !electors[from]
+                .members()
+                .await
+                .is_ok_and(|m| m.iter().any(|m| m.identity == ids[to]))
+            {
+                assert!(
+                    listed.elapsed() < ttl,
+                    "[{}] round {round}: {} never listed",
+                    self.name,
+                    ids[to]
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let asked = Instant::now();
+            electors[from]
+                .transfer(ids[to])
+                .await
+                .unwrap_or_else(|e| panic!("[{}] round {round}: transfer: {e}", self.name));
+            tokio::time::timeout(ttl * 2, electors[to].acquired())
+                .await
+                .unwrap_or_else(|_| panic!("[{}] round {round}: {} never led", self.name, ids[to]))
+                .expect("alive");
+            let took = asked.elapsed();
+            eprintln!(
+                "[{}] transfer {} -> {}: {took:?}",
+                self.name, ids[from], ids[to]
+            );
+            assert!(
+                took < ttl / 20,
+                "[{}] round {round}: transfer {} -> {} took {took:?} (TTL {ttl:?})",
+                self.name,
+                ids[from],
+                ids[to]
+            );
+        }
+        for e in electors {
+            e.shutdown().await.expect("shutdown");
+        }
+    }
+
     /// `shutdown()` returns only once the end of the released term is in the
     /// history, read through another connection: a process that exits right
     /// after shutting down must not leave its last term open. Five runs, each

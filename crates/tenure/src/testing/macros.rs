@@ -58,6 +58,7 @@ macro_rules! conformance_tests {
             times_come_from_the_store_clock,
             same_identity_never_both_lead,
             elector_handover_on_shutdown,
+            transfers_in_a_row_reach_their_targets,
             shutdown_closes_the_term_before_returning,
             names_are_exact,
             push_wakes_followers_on_release,

@@ -2,7 +2,7 @@
 //! written in order by one task per store, off the caller's path, and
 //! [`SqlStore::flush_after`], which waits for it.
 
-use sqlx::AnyPool;
+use sqlx::{AnyConnection, AnyPool};
 
 use super::dialect::Dialect;
 #[cfg(feature = "postgres")]
@@ -28,36 +28,50 @@ impl SqlStore {
     /// its end), off the caller's path: a new leader need not wait for them.
     pub(super) fn after_change(&self, job: AfterJob) {
         let tx = self.after_queue.get_or_init(|| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AfterJob>();
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Queued>();
             let after = self.after();
             tokio::spawn(async move {
-                while let Some(job) = rx.recv().await {
+                while let Some(queued) = rx.recv().await {
+                    let job = match queued {
+                        Queued::Job(job) => *job,
+                        Queued::Flush(done) => {
+                            let _ = done.send(());
+                            continue;
+                        }
+                    };
+                    // One connection for the job's statements: taking one per
+                    // statement found the last still in sqlx's return ping
+                    // and opened another, every time.
+                    let mut conn = match after.pool.acquire().await {
+                        Ok(conn) => conn,
+                        Err(e) => {
+                            tracing::debug!("recording history failed: {e}");
+                            continue;
+                        }
+                    };
                     match job {
                         AfterJob::Start(rec) => {
-                            after.notify(&rec.key).await;
-                            after.record_start(&rec).await;
+                            after.notify(&mut conn, &rec.key).await;
+                            after.record_start(&mut conn, &rec).await;
                         }
                         AfterJob::Close(tenure, reason) => {
-                            after.close_history_now(&tenure, reason).await;
-                        }
-                        AfterJob::Flush(done) => {
-                            let _ = done.send(());
+                            after.close_history_now(&mut conn, &tenure, reason).await;
                         }
                     }
                 }
             });
             tx
         });
-        let _ = tx.send(job);
+        let _ = tx.send(Queued::Job(Box::new(job)));
     }
 
     /// Waits until every change queued so far has been written.
     pub(super) async fn flush_after(&self) {
-        if self.after_queue.get().is_none() {
+        let Some(queue) = self.after_queue.get() else {
             return;
-        }
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.after_change(AfterJob::Flush(tx));
+        let _ = queue.send(Queued::Flush(tx));
         let _ = rx.await;
     }
 }
@@ -66,6 +80,11 @@ impl SqlStore {
 pub(super) enum AfterJob {
     Start(LeaseRecord),
     Close(Tenure, EndReason),
+}
+
+/// What the worker of [`SqlStore::after_change`] takes from its queue.
+pub(super) enum Queued {
+    Job(Box<AfterJob>),
     /// Answered once every job queued before it is done.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -86,7 +105,7 @@ impl After {
     /// Records the start of a term in the history, and the end of the previous
     /// one if it expired (a release or hand-over closed it already). Best
     /// effort: the history is for people, leadership does not depend on it.
-    async fn record_start(&self, rec: &LeaseRecord) {
+    async fn record_start(&self, conn: &mut AnyConnection, rec: &LeaseRecord) {
         let holder = rec.holder.clone().unwrap_or_default();
         let inserted = sqlx::query(&sent(self.dialect, &self.statements.insert_history))
             .bind(rec.key.namespace.as_str())
@@ -99,7 +118,7 @@ impl After {
                     .unwrap_or_default(),
             )
             .bind(rec.acquired_at_us)
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await;
         if let Err(e) = inserted {
             tracing::debug!("recording history failed: {e}");
@@ -111,7 +130,7 @@ impl After {
                 .bind(rec.key.namespace.as_str())
                 .bind(rec.key.election.as_str())
                 .bind(term_i64(rec.term - 1))
-                .execute(&self.pool)
+                .execute(&mut *conn)
                 .await;
             if let Err(e) = closed {
                 tracing::debug!("recording history failed: {e}");
@@ -124,18 +143,23 @@ impl After {
                 .bind(rec.key.namespace.as_str())
                 .bind(rec.key.election.as_str())
                 .bind(term_i64(rec.term - keep))
-                .execute(&self.pool)
+                .execute(&mut *conn)
                 .await;
         }
     }
 
-    async fn close_history_now(&self, tenure: &Tenure, reason: EndReason) {
+    async fn close_history_now(
+        &self,
+        conn: &mut AnyConnection,
+        tenure: &Tenure,
+        reason: EndReason,
+    ) {
         let closed = sqlx::query(&sent(self.dialect, &self.statements.close_history_now))
             .bind(reason.as_str())
             .bind(tenure.key.namespace.as_str())
             .bind(tenure.key.election.as_str())
             .bind(term_i64(tenure.term))
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await;
         if let Err(e) = closed {
             tracing::debug!("recording history failed: {e}");
@@ -144,12 +168,12 @@ impl After {
 
     /// Tells listening followers and observers that `key` changed (PostgreSQL).
     /// Best effort: a lost notification only delays them to their next poll.
-    async fn notify(&self, key: &ElectionKey) {
+    async fn notify(&self, conn: &mut AnyConnection, key: &ElectionKey) {
         #[cfg(feature = "postgres")]
         if let Some(hub) = &self.push {
-            hub.notify(&self.pool, key).await;
+            hub.notify(conn, key).await;
         }
         #[cfg(not(feature = "postgres"))]
-        let _ = key;
+        let _ = (conn, key);
     }
 }

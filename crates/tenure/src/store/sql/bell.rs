@@ -47,7 +47,9 @@ pub(super) fn bell_name(lock_name: &str) -> String {
 struct Led {
     /// Bell name → election.
     keys: Mutex<HashMap<String, ElectionKey>>,
-    changed: tokio::sync::Notify,
+    /// Told (`notify_waiters`, which leaves no permit) when `keys` changes;
+    /// the task registers before it reads `keys` (see `watch_bell.rs`).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 /// The doorbell of one store; the task runs while the store lives and
@@ -97,7 +99,7 @@ impl Bell {
                 *task = Some(rt.spawn(ring_loop(led, pool, wake)));
             }
         }
-        self.led.changed.notify_one();
+        self.led.changed.notify_waiters();
     }
 
     /// This process no longer leads `key`.
@@ -110,7 +112,7 @@ impl Bell {
             .remove(name)
             .is_some();
         if removed {
-            self.led.changed.notify_one();
+            self.led.changed.notify_waiters();
         }
     }
 
@@ -199,6 +201,9 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
     let mut late: HashSet<String> = HashSet::new();
     loop {
         let Some(shared) = led.upgrade() else { return };
+        let changed = shared.changed.clone().notified_owned();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let want: HashMap<String, ElectionKey> = shared
             .keys
             .lock()
@@ -211,7 +216,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             }
             held.clear();
             late.clear();
-            shared.changed.notified().await;
+            changed.await;
             continue;
         }
         if conn.is_none() {
@@ -286,7 +291,6 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             // is held elsewhere, wait for it instead (a second at a time):
             // taken the moment its holder lets go. A ring on one of the
             // bells we hold interrupts that wait as it does the sleep.
-            let changed = shared.changed.notified();
             let waited = want.keys().find(|n| !held.contains(*n)).cloned();
             let statement = match &waited {
                 Some(name) => sqlx::query("SELECT CAST(GET_LOCK(?, ?) AS SIGNED)")
@@ -295,7 +299,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
                 None => sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)").bind(SLEEP_SECS),
             };
             let (answer, own_kill) =
-                until_changed(&pool, *id, statement.fetch_one(&mut *c), changed).await;
+                until_changed(&pool, *id, statement.fetch_one(&mut *c), changed.as_mut()).await;
             let value = match answer {
                 None => {
                     broken = true;
@@ -365,7 +369,7 @@ pub(super) async fn until_changed<F>(
     pool: &AnyPool,
     id: i64,
     statement: F,
-    changed: tokio::sync::futures::Notified<'_>,
+    changed: impl std::future::Future<Output = ()>,
 ) -> (Option<std::result::Result<AnyRow, sqlx::Error>>, bool)
 where
     F: std::future::Future<Output = std::result::Result<AnyRow, sqlx::Error>>,

@@ -148,6 +148,10 @@ impl SqlStore {
             }),
             reaps: members.batched(super::reaps::Reaps(members.clone())),
             heartbeats: members.batched(super::heartbeats::Heartbeats(members.clone())),
+            kept: std::sync::Arc::new(super::kept::Kept::new(
+                pool.clone(),
+                options.max_connections.max(1),
+            )),
             batcher: batch::Batcher::new(
                 pool.clone(),
                 dialect,

@@ -114,12 +114,27 @@ impl SqlStore {
             return Tried::FallBack;
         }
         let sql = sent(self.dialect, sql);
+        // On the kept connection, as every lease statement: this read is a
+        // successor's last step before it acquires (see `kept.rs`).
+        let mut lent = match self.kept.lend().await {
+            Ok(lent) => lent,
+            Err(e) => return Tried::Failed(e),
+        };
         let row = bind_member(sqlx::query(&sql), member, duration_us(ttl))
             .bind(member.key.namespace.as_str())
             .bind(member.key.election.as_str())
-            .fetch_one(&self.pool)
+            .fetch_one(lent.conn())
             .await;
         let packed = row.and_then(|row| row.try_get::<Option<String>, _>(0));
+        // The server's answer, or an error it answered with, leaves the
+        // connection sound and idle: kept for the fallback's read, which
+        // comes next. (A failed call may have left it mid-statement.)
+        if packed
+            .as_ref()
+            .map_or_else(|e| locked(e) || refused(e), |_| true)
+        {
+            lent.keep();
+        }
         match packed {
             Ok(packed) => match decode_packed_record(packed.as_deref()) {
                 Ok(rec) => Tried::Read(rec),
@@ -129,7 +144,7 @@ impl SqlStore {
             // for an instant, or by the leader's fenced transaction for as
             // long as its work lasts. The statement did not wait and was
             // undone as a whole; the plain read does not wait for locks.
-            Err(e) if matches!(mysql_number(&e), Some(1205 | 1213)) => {
+            Err(e) if locked(&e) => {
                 tracing::debug!(
                     election = %member.key,
                     "the lease row is locked; heartbeat and read as two statements"
@@ -138,7 +153,7 @@ impl SqlStore {
             }
             // Not understood (a server that is not what it said, or one
             // swapped behind the URL): keep to the two statements.
-            Err(e) if matches!(mysql_number(&e), Some(1064 | 1193 | 1235 | 1971)) => {
+            Err(e) if refused(&e) => {
                 tracing::warn!(
                     store = %self.described,
                     "the server refused INSERT ... RETURNING ({e}); followers send their heartbeat and read as two statements"
@@ -149,6 +164,18 @@ impl SqlStore {
             Err(e) => Tried::Failed(e),
         }
     }
+}
+
+/// The statement found a row locked and, not waiting, was undone (lock
+/// wait timeout, deadlock).
+fn locked(e: &sqlx::Error) -> bool {
+    matches!(mysql_number(e), Some(1205 | 1213))
+}
+
+/// The server did not understand `INSERT ... RETURNING` or `SET STATEMENT`
+/// (a parse error, an unknown variable, "not supported").
+fn refused(e: &sqlx::Error) -> bool {
+    matches!(mysql_number(e), Some(1064 | 1193 | 1235 | 1971))
 }
 
 #[cfg(test)]

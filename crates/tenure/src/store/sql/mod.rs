@@ -21,6 +21,7 @@
 //! | `store.rs` | the [`LeaseStore`](crate::store::LeaseStore) operations |
 //! | `decode.rs` | rows as lease, member and history records |
 //! | `after.rs` | the queue of notifications and history rows that follow a change |
+//! | `kept.rs` | the connection the lease statements keep out of the pool |
 //! | `batch.rs` | many renewals in one statement |
 //! | `push.rs` | PostgreSQL LISTEN/NOTIFY |
 //! | `bell.rs` | MySQL/MariaDB: a leader's doorbell for hand-over requests |
@@ -40,6 +41,7 @@ mod fenced;
 #[cfg(feature = "sqlite")]
 mod file_watch;
 mod heartbeats;
+mod kept;
 #[cfg(feature = "mysql")]
 mod mariadb;
 #[cfg(feature = "mysql")]
@@ -66,7 +68,7 @@ pub use schema::SCHEMA_VERSION;
 /// [`SqlStore::pool`] (`Any` driver).
 pub use sqlx;
 
-use self::after::AfterJob;
+use self::after::Queued;
 use self::dialect::Dialect;
 use self::errors::map_err;
 use self::statements::Statements;
@@ -98,6 +100,8 @@ pub struct SqlStore {
     /// read one statement.
     #[cfg(feature = "mysql")]
     returning: mariadb::Returning,
+    /// The connection that lease statements hand back to, not to the pool.
+    kept: Arc<kept::Kept>,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<crate::store::gather::Batched<heartbeats::Heartbeats>>,
     reaps: Arc<crate::store::gather::Batched<reaps::Reaps>>,
@@ -105,7 +109,7 @@ pub struct SqlStore {
     #[cfg(feature = "sqlite")]
     file_watch: Option<Arc<file_watch::FileWatch>>,
     history_retention: u64,
-    after_queue: OnceLock<UnboundedSender<AfterJob>>,
+    after_queue: OnceLock<UnboundedSender<Queued>>,
 }
 
 impl Drop for SqlStore {

@@ -340,10 +340,18 @@ impl NamedLocks {
     }
 
     /// After a read of `key` (`rec`: what it found): if the lease is held by
-    /// someone else, wait for its lock (in the background), unless this
-    /// process leads it or already waits for it, or too many waiters run;
-    /// if a waiter runs and the lease changed since the last read, tell it
-    /// (it asks again at once if it was pausing).
+    /// someone else, or free for a transfer's target until its window ends,
+    /// wait for its lock (in the background), unless this process leads it
+    /// or already waits for it, or too many waiters run; if a waiter runs
+    /// and the lease changed since the last read, tell it (it asks again at
+    /// once if it was pausing).
+    ///
+    /// The transfer window: only the target may acquire, and nothing else
+    /// wakes the other followers when it does. Waiting for the lock finds
+    /// the target's (taken just after it acquires) and wakes them at its
+    /// next release; without it, a follower slept through the window, and
+    /// as the next transfer's target left the election leaderless for the
+    /// rest of it (conformance: `transfers_in_a_row_reach_their_targets`).
     pub(super) fn seen(self: &Arc<Self>, key: &ElectionKey, rec: Option<&LeaseRecord>) {
         let seen = seen_in(rec);
         {
@@ -356,7 +364,7 @@ impl NamedLocks {
                 return;
             }
         }
-        if let Some(r) = rec.filter(|r| r.is_held()) {
+        if let Some(r) = rec.filter(|r| r.is_held() || r.transfer_target().is_some()) {
             self.follow(key, r.ttl, seen);
         }
     }

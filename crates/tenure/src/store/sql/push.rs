@@ -58,12 +58,12 @@ impl PushHub {
         self.monitor.health()
     }
 
-    pub(super) async fn notify(&self, pool: &AnyPool, key: &ElectionKey) {
+    pub(super) async fn notify(&self, conn: &mut sqlx::AnyConnection, key: &ElectionKey) {
         let payload = format!("{}{SEP}{}", key.namespace, key.election);
         let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(self.channel.as_str())
             .bind(payload)
-            .execute(pool)
+            .execute(conn)
             .await;
         if let Err(e) = sent {
             tracing::debug!("pg_notify failed: {e}");

@@ -41,6 +41,16 @@ impl SqlStore {
         fetched.map_err(|e| self.wrap(e))
     }
 
+    /// A read found `rec` (MySQL: named-lock waits follow what was read).
+    fn seen(&self, key: &ElectionKey, rec: Option<&LeaseRecord>) {
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            locks.seen(key, rec);
+        }
+        #[cfg(not(feature = "mysql"))]
+        let _ = (key, rec);
+    }
+
     /// A tenure of `key` ended here: free its named lock (MySQL), waking
     /// the followers that wait on it.
     fn named_lock_ended(&self, key: &ElectionKey) {
@@ -56,7 +66,7 @@ impl SqlStore {
 impl SqlStore {
     async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
         let ttl_us = duration_us(claim.ttl);
-        let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
         let sql = sent(self.dialect, &self.statements.acquire);
         let q = sqlx::query(&sql)
             .bind(claim.holder.as_str())
@@ -67,19 +77,38 @@ impl SqlStore {
             .bind(claim.key.election.as_str())
             .bind(identity_of(&claim.holder));
         if self.dialect.has_update_returning() {
-            let row = q.fetch_optional(&mut *conn).await;
-            return self.record(row);
+            let row = q.fetch_optional(lent.conn()).await;
+            return lent.keep_if_ok(self.record(row));
         }
-        let done = q.execute(&mut *conn).await.map_err(|e| self.wrap(e))?;
+        let done = q.execute(lent.conn()).await.map_err(|e| self.wrap(e))?;
         if done.rows_affected() == 0 {
+            lent.keep();
             return Ok(None);
         }
         // No RETURNING on MySQL: read our row back. Only this process writes this
         // holder id, so if the row names us, its term is the one we just took; if
         // it already names someone else, our lease expired in between and we
         // report that we do not hold it.
-        let rec = self.read_with(&mut conn, &claim.key).await?;
+        let rec = self.read_with(lent.conn(), &claim.key).await?;
+        lent.keep();
         Ok(rec.filter(|r| r.holder.as_deref() == Some(claim.holder.as_str())))
+    }
+
+    async fn members_with(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        key: &ElectionKey,
+    ) -> Result<Vec<MemberRecord>> {
+        let rows = sqlx::query(&sent(self.dialect, &self.statements.members))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .fetch_all(conn)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode_member)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
     }
 
     async fn read_with(
@@ -143,13 +172,15 @@ impl SqlStore {
     }
 
     async fn release_inner(&self, tenure: &Tenure) -> Result<bool> {
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
         let done = bind_tenure(
             sqlx::query(&sent(self.dialect, &self.statements.release)),
             tenure,
         )
-        .execute(&self.pool)
+        .execute(lent.conn())
         .await
         .map_err(|e| self.wrap(e))?;
+        lent.keep();
         Ok(done.rows_affected() == 1)
     }
 }
@@ -287,12 +318,13 @@ impl LeaseStore for SqlStore {
     ) -> Result<Option<LeaseRecord>> {
         if let Some(sql) = &self.statements.heartbeat_and_read {
             let sql = sent(self.dialect, sql);
+            let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
             let row = bind_member(sqlx::query(&sql), member, duration_us(ttl))
                 .bind(member.key.namespace.as_str())
                 .bind(member.key.election.as_str())
-                .fetch_optional(&self.pool)
+                .fetch_optional(lent.conn())
                 .await;
-            return self.record(row);
+            return lent.keep_if_ok(self.record(row));
         }
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
@@ -330,16 +362,24 @@ impl LeaseStore for SqlStore {
     }
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        let rows = sqlx::query(&sent(self.dialect, &self.statements.members))
-            .bind(key.namespace.as_str())
-            .bind(key.election.as_str())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
-        rows.iter()
-            .map(decode_member)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.wrap(e))
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let members = self.members_with(lent.conn(), key).await;
+        lent.keep_if_ok(members)
+    }
+
+    async fn read_with_members(
+        &self,
+        key: &ElectionKey,
+    ) -> Result<(Option<LeaseRecord>, Option<Vec<MemberRecord>>)> {
+        // One connection, one statement after the other: side by side, the
+        // second would take a pooled connection, and the pool may have to
+        // open one (`kept.rs`).
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let rec = self.read_with(lent.conn(), key).await?;
+        self.seen(key, rec.as_ref());
+        let members = self.members_with(lent.conn(), key).await;
+        let members = lent.keep_if_ok(members).ok();
+        Ok((rec, members))
     }
 
     async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
@@ -369,14 +409,20 @@ impl LeaseStore for SqlStore {
         reason: HandoverReason,
     ) -> Result<bool> {
         let window_us = handover_window_us(window)?;
-        let done = bind_tenure(
-            sqlx::query(&sent(self.dialect, &self.statements.hand_over))
-                .bind(to.column())
-                .bind(window_us)
-                .bind(reason.as_str()),
-            tenure,
-        )
-        .execute(&self.pool)
+        let done = async {
+            let mut lent = self.kept.lend().await?;
+            let done = bind_tenure(
+                sqlx::query(&sent(self.dialect, &self.statements.hand_over))
+                    .bind(to.column())
+                    .bind(window_us)
+                    .bind(reason.as_str()),
+                tenure,
+            )
+            .execute(lent.conn())
+            .await?;
+            lent.keep();
+            Ok::<_, sqlx::Error>(done)
+        }
         .await
         .map_err(|e| self.wrap(e));
         self.named_lock_ended(&tenure.key);
@@ -430,12 +476,10 @@ impl LeaseStore for SqlStore {
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.wrap(e))?;
-        let rec = self.read_with(&mut conn, key).await?;
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.seen(key, rec.as_ref());
-        }
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let rec = self.read_with(lent.conn(), key).await?;
+        lent.keep();
+        self.seen(key, rec.as_ref());
         Ok(rec)
     }
 

@@ -39,6 +39,14 @@ pub(super) const SLOTS: usize = 16;
 const SLEEP_SECS: i64 = 600;
 /// The pause after the watcher connection failed, before opening another.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+/// How long after a sleep was sent the observers of the elections armed
+/// just before it read once more. A ring that reaches the server before the
+/// `SLEEP` starts interrupts nothing (`KILL QUERY` of an idle connection),
+/// and the read made as the slot was taken may have come before the
+/// acquisition: without this read it waited for the 10 s fallback poll
+/// (`quiet.rs::mariadb_watcher_of_a_free_election_is_quiet` failed so in
+/// CI, two runs in about ten).
+const ARMED_RECHECK: Duration = Duration::from_millis(100);
 /// A wake-up of more elections than this is sent as one "anything may
 /// have changed".
 const MAX_NAMED_WAKES: usize = 4;
@@ -54,7 +62,13 @@ pub(super) fn slot_name(lock_name: &str, slot: usize) -> String {
 #[derive(Debug, Default)]
 struct Watched {
     keys: Mutex<HashMap<ElectionKey, usize>>,
-    changed: tokio::sync::Notify,
+    /// Told (`notify_waiters`, which leaves no permit) when `keys` changes.
+    /// The task registers before it reads `keys`, so it misses no change;
+    /// a permit left by a change it had already read ended its next sleep
+    /// at once, by its own `KILL QUERY`, and an acquirer's ring landing in
+    /// that kill was taken for it and lost: the acquisition was left to the
+    /// observer's 10 s fallback poll.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 /// One watch: ends when dropped.
@@ -74,7 +88,7 @@ impl Drop for Guard {
             if *n == 0 {
                 keys.remove(&self.key);
                 drop(keys);
-                w.changed.notify_one();
+                w.changed.notify_waiters();
             }
         }
     }
@@ -132,7 +146,7 @@ impl WatchBell {
             *n == 1
         };
         if first {
-            self.watched.changed.notify_one();
+            self.watched.changed.notify_waiters();
         }
         Some(AcquisitionWatch::new(Guard {
             watched: Arc::downgrade(&self.watched),
@@ -232,6 +246,9 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
         let Some(shared) = watched.upgrade() else {
             return;
         };
+        let changed = shared.changed.clone().notified_owned();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let want: HashSet<ElectionKey> = shared
             .keys
             .lock()
@@ -247,7 +264,8 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             held.clear();
             full.clear();
             // (The store's drop aborts this task, also while it waits here.)
-            shared.changed.notified().await;
+            drop(shared);
+            changed.await;
             continue;
         }
         if conn.is_none() {
@@ -264,7 +282,9 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
         let mut rung = false;
         let mut broken = false;
         // Elections armed in this round: an acquisition between the
-        // observer's read and the arming rang nobody, so they read once.
+        // observer's read and the arming rang nobody, so they read as soon
+        // as their slots are held (not after the sleep, which could last
+        // until the observer's slow fallback poll), and once more below.
         let mut armed: Vec<ElectionKey> = Vec::new();
         full.retain(|k| want.contains(k));
         let stale: Vec<ElectionKey> = held
@@ -311,13 +331,29 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             }
         }
         if !broken && !rung {
+            // Armed: read now (an acquisition before the slot was held),
+            // and once more when the sleep has surely begun.
+            send_wakes(&wake, &armed, false);
+            let recheck = std::mem::take(&mut armed);
             // Sleep until a ring, or until the watched elections change
             // (then interrupt our own sleep from another connection).
-            let changed = shared.changed.notified();
             let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
                 .bind(SLEEP_SECS)
                 .fetch_one(&mut *c);
-            let (answer, own_kill) = until_changed(&pool, *id, sleep, changed).await;
+            let until = until_changed(&pool, *id, sleep, changed.as_mut());
+            tokio::pin!(until);
+            let (answer, own_kill) = if recheck.is_empty() {
+                until.await
+            } else {
+                tokio::select! {
+                    biased;
+                    r = &mut until => r,
+                    _ = tokio::time::sleep(ARMED_RECHECK) => {
+                        send_wakes(&wake, &recheck, false);
+                        until.await
+                    }
+                }
+            };
             match answer {
                 None => broken = true,
                 // SLEEP answers 1 when interrupted, 0 when slept out.
@@ -334,27 +370,11 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             }
         }
         drop(shared);
-        if let Some(tx) = wake.upgrade() {
-            let woken: Vec<&ElectionKey> = if rung {
-                want.iter().collect()
-            } else {
-                armed.iter().collect()
-            };
-            if woken.len() > MAX_NAMED_WAKES {
-                // One message, not one per election: an observer of many
-                // (`Selection::All`) would read once per message.
-                tracing::trace!(
-                    elections = woken.len(),
-                    rung,
-                    "watcher's doorbell: everyone reads"
-                );
-                let _ = tx.send(None);
-            } else {
-                for key in woken {
-                    tracing::trace!(election = %key, rung, "watcher's doorbell: its observers read");
-                    let _ = tx.send(Some(key.clone()));
-                }
-            }
+        if rung {
+            send_wakes(&wake, want.iter(), true);
+        } else {
+            // Armed but not slept on: the connection broke right after.
+            send_wakes(&wake, &armed, false);
         }
         if broken {
             // Closing frees every slot; the next round takes them afresh on
@@ -365,6 +385,37 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             held.clear();
             full.clear();
             tokio::time::sleep(RECONNECT_PAUSE).await;
+        }
+    }
+}
+
+/// Wakes the observers of `keys` (`rung`: by an acquirer's ring, rather
+/// than because their slots were just taken).
+fn send_wakes<'k>(
+    wake: &Weak<Sender>,
+    keys: impl IntoIterator<Item = &'k ElectionKey, IntoIter: ExactSizeIterator>,
+    rung: bool,
+) {
+    let Some(tx) = wake.upgrade() else {
+        return;
+    };
+    let keys = keys.into_iter();
+    if keys.len() == 0 {
+        return;
+    }
+    if keys.len() > MAX_NAMED_WAKES {
+        // One message, not one per election: an observer of many
+        // (`Selection::All`) would read once per message.
+        tracing::trace!(
+            elections = keys.len(),
+            rung,
+            "watcher's doorbell: everyone reads"
+        );
+        let _ = tx.send(None);
+    } else {
+        for key in keys {
+            tracing::trace!(election = %key, rung, "watcher's doorbell: its observers read");
+            let _ = tx.send(Some(key.clone()));
         }
     }
 }
