@@ -60,6 +60,10 @@ pub(crate) struct Campaign {
     /// Whether that push named this election (not a wake-up of everyone
     /// after the channel opened or failed, where most likely nothing changed).
     pushed_for_us: bool,
+    /// A shutdown (or the elector dropped) that arrived while the work was
+    /// stopping before a hand-over: answered, and acted on, once the lease
+    /// has been handed over.
+    shutdown_pending: Option<oneshot::Sender<Result<()>>>,
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -89,6 +93,7 @@ impl Campaign {
             reaped_at: None,
             woken_by_push: false,
             pushed_for_us: false,
+            shutdown_pending: None,
         }
     }
 
@@ -116,6 +121,9 @@ impl Campaign {
             };
         }
         membership.abort();
+        if let Some(reply) = self.shutdown_pending.take() {
+            let _ = reply.send(Ok(()));
+        }
         if !self.left {
             let leave = self.store.leave(&self.config.key, &self.config.holder);
             let _ = tokio::time::timeout(self.timing().leave_timeout, leave).await;
@@ -217,32 +225,26 @@ impl Campaign {
     }
 
     /// Acts on a command that arrived while leading: resign and transfer hand
-    /// the lease over, shutdown (or the elector dropped) releases it.
+    /// the lease over, shutdown (or the elector dropped) releases it; each
+    /// once the work has stopped.
     async fn command_while_leading(&mut self, cmd: Option<Command>, tenure: &Tenure) -> Next {
         match cmd {
             Some(Command::Resign(reply)) => {
-                let result = self
-                    .step_down_handover(
-                        tenure,
-                        Handover::Anyone,
-                        self.timing().handover_window,
-                        HandoverReason::Resign,
-                    )
+                let window = self.timing().handover_window;
+                let (next, result) = self
+                    .step_down_handover(tenure, Handover::Anyone, window, HandoverReason::Resign)
                     .await;
                 let _ = reply.send(result);
-                self.hold_off().await
+                next
             }
             Some(Command::Transfer(identity, reply)) => {
-                let result = self
-                    .step_down_handover(
-                        tenure,
-                        Handover::To(identity),
-                        self.timing().handover_window,
-                        HandoverReason::Transfer,
-                    )
+                let window = self.timing().handover_window;
+                let to = Handover::To(identity);
+                let (next, result) = self
+                    .step_down_handover(tenure, to, window, HandoverReason::Transfer)
                     .await;
                 let _ = reply.send(result);
-                self.hold_off().await
+                next
             }
             Some(Command::Shutdown(reply)) => {
                 let result = if self.config.release_on_shutdown {
@@ -258,6 +260,66 @@ impl Campaign {
                 let _ = self.step_down_and_release(tenure, "elector dropped").await;
                 Next::Stop
             }
+        }
+    }
+
+    /// Asks the work of this tenure to stop ([`Leadership::stepping_down`])
+    /// and waits until it has (every [`HandoverHold`] dropped), so the lease
+    /// is never handed over or released while the work still runs. Raced
+    /// against the local deadline: `false` if it passed first, and the
+    /// tenure then runs out. Commands meanwhile join the step-down.
+    ///
+    /// [`Leadership::stepping_down`]: crate::Leadership::stepping_down
+    /// [`HandoverHold`]: crate::HandoverHold
+    async fn work_stopped(&mut self, tenure: &Tenure) -> bool {
+        self.shared.ask_to_step_down();
+        let holds = self.shared.holds.clone();
+        if holds.is_empty() {
+            return true;
+        }
+        tracing::info!(election = %self.config.key, term = tenure.term, "waiting for the work to stop before handing over");
+        let deadline = self.current_deadline();
+        let released = holds.released();
+        tokio::pin!(released);
+        loop {
+            tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
+                _ = &mut released => return true,
+                _ = self.shared.clock.sleep_until(deadline) => return false,
+                cmd = self.commands.recv(), if self.shutdown_pending.is_none() => match cmd {
+                    // Already stepping down: a resign is under way, a
+                    // transfer can no longer pick the successor.
+                    Some(Command::Resign(reply)) => { let _ = reply.send(Ok(())); }
+                    Some(Command::Transfer(_, reply)) => {
+                        let _ = reply.send(Err(Error::NotLeader { election: self.config.key.to_string() }));
+                    }
+                    Some(Command::Shutdown(reply)) => self.shutdown_pending = Some(reply),
+                    None => self.shutdown_pending = Some(oneshot::channel().0),
+                },
+            }
+        }
+    }
+
+    /// The current tenure's local deadline; now if there is none.
+    fn current_deadline(&self) -> Duration {
+        self.shared
+            .current
+            .borrow()
+            .map(|c| c.deadline)
+            .unwrap_or_else(|| self.now())
+    }
+
+    /// What follows a step-down: a shutdown that came meanwhile ends the
+    /// campaign, otherwise `next`.
+    fn after_step_down(&mut self, next: Next) -> Next {
+        match self.shutdown_pending.take() {
+            Some(reply) => {
+                let _ = reply.send(Ok(()));
+                Next::Stop
+            }
+            None => next,
         }
     }
 
@@ -439,9 +501,12 @@ impl Campaign {
                     self.store_ok();
                     self.publish_record(rec.as_ref());
                     match rec {
+                        // Not while work of an earlier tenure still holds it
+                        // (see `HandoverHold`): the lease then expires.
                         Some(r)
                             if r.is_held()
-                                && r.holder.as_deref() == Some(self.config.holder.as_str()) =>
+                                && r.holder.as_deref() == Some(self.config.holder.as_str())
+                                && self.shared.holds.is_empty() =>
                         {
                             // A live lease of ours from an earlier tenure (a renewal
                             // that landed after we gave up, or an acquire whose
@@ -742,6 +807,11 @@ impl Campaign {
 
     /// Returns whether the store took the release.
     async fn release_stale(&mut self, term: u64) -> Result<bool, Next> {
+        if !self.shared.holds.is_empty() {
+            // Work of this process may still run: a successor must not
+            // start before it is gone, so the lease is left to expire.
+            return Ok(false);
+        }
         let tenure = Tenure {
             key: self.config.key.clone(),
             holder: self.config.holder.clone(),
@@ -909,18 +979,25 @@ impl Campaign {
                 }
                 Some(Ok(false)) => {
                     self.store_ok();
-                    self.shared.end();
-                    let rec = tokio::time::timeout(
+                    // Most often a hand-over request from another process
+                    // (`tenure resign`): the lease is still ours, and the
+                    // work stops before it is handed over. The read races
+                    // the deadline, which still ends the tenure.
+                    let read = tokio::time::timeout(
                         self.timing().leader_read_timeout,
                         self.store.read(&tenure.key),
-                    )
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok())
-                    .flatten();
+                    );
+                    let rec = tokio::select! {
+                        // Listed order when several are ready (not tokio\'s random pick),
+                        // so a simulation seed replays exactly; either order is handled.
+                        biased;
+                        r = read => r.ok().and_then(|r| r.ok()).flatten(),
+                        _ = self.shared.clock.sleep_until(deadline) => None,
+                    };
                     if let Some(next) = self.act_on_handover_request(&tenure, rec).await {
                         return next;
                     }
+                    self.shared.end();
                     tracing::warn!(election = %self.config.key, term = tenure.term, "leadership lost: the store no longer has our lease (expired or taken over)");
                     return Next::Follow { hold_off: None };
                 }
@@ -959,8 +1036,7 @@ impl Campaign {
             Handover::To(_) => HandoverReason::Transfer,
         };
         tracing::info!(election = %self.config.key, term = tenure.term, "hand-over requested ({reason})");
-        let _ = self.step_down_handover(tenure, to, window, reason).await;
-        Some(self.hold_off().await)
+        Some(self.step_down_handover(tenure, to, window, reason).await.0)
     }
 
     /// Preemption: once this tenure has lasted `preempt_after`, a check (to
@@ -1002,19 +1078,46 @@ impl Campaign {
     /// Hands the lease to `identity`, a member of higher priority.
     async fn preempt(&mut self, tenure: &Tenure, identity: String) -> Next {
         tracing::info!(election = %self.config.key, term = tenure.term, to = %identity, "preempted by a member of higher priority");
-        let _ = self
-            .step_down_handover(
-                tenure,
-                Handover::To(identity),
-                self.timing().handover_window,
-                HandoverReason::Preempt,
-            )
-            .await;
-        self.hold_off().await
+        let window = self.timing().handover_window;
+        let to = Handover::To(identity);
+        self.step_down_handover(tenure, to, window, HandoverReason::Preempt)
+            .await
+            .0
     }
 
-    /// Local step-down first, then hand the lease over in one conditional write.
+    /// The work stops first, then the local step-down, then the lease is
+    /// handed over in one conditional write. Returns what follows and the
+    /// outcome of the hand-over.
     async fn step_down_handover(
+        &mut self,
+        tenure: &Tenure,
+        to: Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> (Next, Result<()>) {
+        if !self.work_stopped(tenure).await {
+            return self.work_outlived_the_deadline(tenure).await;
+        }
+        let result = self.hand_over_now(tenure, to, window, reason).await;
+        let next = self.hold_off().await;
+        (self.after_step_down(next), result)
+    }
+
+    /// The work did not stop before the deadline: the tenure runs out, and
+    /// the lease is freed only once the work has stopped (see [`Self::lost`]).
+    async fn work_outlived_the_deadline(&mut self, tenure: &Tenure) -> (Next, Result<()>) {
+        let next = self
+            .lost(tenure, "the work did not stop before the deadline")
+            .await;
+        let result = Err(Error::Timeout {
+            what: "stopping the work before handing over",
+            after: self.timing().ttl,
+        });
+        (self.after_step_down(next), result)
+    }
+
+    /// Local step-down, then the hand-over write.
+    async fn hand_over_now(
         &mut self,
         tenure: &Tenure,
         to: Handover,
@@ -1051,8 +1154,17 @@ impl Campaign {
         let store = self.store.clone();
         let tenure = tenure.clone();
         let timeout = self.timing().lost_release_timeout;
+        let holds = self.shared.holds.clone();
+        // Work that has not confirmed its stop (a job whose guard is slow)
+        // may still run: the lease is then left to expire by itself, and
+        // freed early only once the work is gone. After a TTL it has
+        // expired anyway.
+        let work_gone =
+            tokio::time::timeout(self.timing().ttl, async move { holds.released().await });
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(timeout, store.release(&tenure)).await;
+            if work_gone.await.is_ok() {
+                let _ = tokio::time::timeout(timeout, store.release(&tenure)).await;
+            }
         });
         Next::Follow { hold_off: None }
     }
@@ -1081,8 +1193,12 @@ impl Campaign {
         self.left = true;
     }
 
-    /// Local step-down first (no one acts as leader after this), then release.
+    /// The work stops first, then the local step-down (no one acts as
+    /// leader after this), then the release.
     async fn step_down_and_release(&mut self, tenure: &Tenure, why: &str) -> Result<()> {
+        if !self.work_stopped(tenure).await {
+            return self.work_outlived_the_deadline(tenure).await.1;
+        }
         self.shared.end_as(StopReason::Released);
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {why}");
         let timeout = self.timing().release_timeout;

@@ -47,6 +47,7 @@ pub(crate) struct Request {
     pub priority: u32,
     pub handover_window: Option<Duration>,
     pub preempt_after: Option<Duration>,
+    pub step_down_grace: Duration,
 }
 
 impl Default for Request {
@@ -65,6 +66,7 @@ impl Default for Request {
             priority: 0,
             handover_window: None,
             preempt_after: None,
+            step_down_grace: Duration::ZERO,
         }
     }
 }
@@ -80,6 +82,8 @@ pub(crate) struct Config {
     pub metadata: String,
     pub priority: u32,
     pub release_on_shutdown: bool,
+    /// How long `Elector::run` lets its work go on after a step-down request.
+    pub step_down_grace: Duration,
     pub timing: Timing,
 }
 
@@ -153,6 +157,7 @@ impl Config {
             metadata: request.metadata.clone(),
             priority: request.priority,
             release_on_shutdown: request.release_on_shutdown,
+            step_down_grace: request.step_down_grace,
             timing: Timing {
                 handover_window,
                 preempt_after: request.preempt_after,

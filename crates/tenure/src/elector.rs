@@ -111,6 +111,18 @@ impl ElectorBuilder {
         self
     }
 
+    /// How long [`Elector::run`] lets its work future go on after a
+    /// hand-over was asked for (resign, transfer, preemption), so the work
+    /// can finish what it is doing: it sees
+    /// [`Leadership::stepping_down`] resolve and should return soon.
+    /// Default zero: the future is dropped at once. Either way the lease is
+    /// handed over only after the future is gone, and never later than the
+    /// local deadline.
+    pub fn step_down_grace(mut self, grace: Duration) -> Self {
+        self.request.step_down_grace = grace;
+        self
+    }
+
     /// Release the lease on [`Elector::shutdown`] (default true).
     pub fn release_on_shutdown(mut self, on: bool) -> Self {
         self.request.release_on_shutdown = on;
@@ -313,7 +325,8 @@ impl Elector {
         self.inner.shared.events.subscribe()
     }
 
-    /// The current tenure, if leading.
+    /// The current tenure, if leading and not stepping down (see
+    /// [`Leadership::stepping_down`]).
     pub fn current(&self) -> Option<Leadership> {
         self.inner.shared.leadership()
     }
@@ -341,6 +354,12 @@ impl Elector {
     /// Runs `work` each time this candidate becomes leader, cancelling it (by
     /// dropping its future) as soon as leadership is lost, and returns the
     /// output of the first run that finishes while still leading.
+    ///
+    /// A resign, transfer or preemption stops the work **before** the lease
+    /// is handed over: the future is dropped (after the
+    /// [step-down grace](ElectorBuilder::step_down_grace), if set), and only
+    /// then may a successor start. At the local deadline the future is
+    /// dropped whatever it is doing.
     ///
     /// When `work` finishes, this candidate **resigns**: a leader whose work
     /// is over (done, or failed with an `Err` output) must not sit on the
@@ -372,18 +391,52 @@ impl Elector {
     {
         loop {
             let leadership = self.acquired().await?;
-            let fut = work(leadership.clone());
+            // The lease is not handed over while the work future lives.
+            let hold = leadership.hold();
             let _resign_on_panic = ResignOnPanic(self);
-            tokio::select! {
-                biased;
-                _ = leadership.lost() => {
-                    tracing::info!(target: "tenure::elector", election = %self.inner.config.key, term = leadership.term(), "leadership lost; work cancelled");
+            // The future is dropped at the end of this block, before the hold.
+            let out = {
+                let fut = work(leadership.clone());
+                tokio::pin!(fut);
+                tokio::select! {
+                    biased;
+                    _ = leadership.lost() => None,
+                    _ = leadership.stepping_down() => {
+                        self.let_work_finish(&leadership, fut.as_mut()).await;
+                        None
+                    }
+                    out = &mut fut => Some(out),
                 }
-                out = fut => {
+            };
+            drop(hold);
+            match out {
+                Some(out) => {
                     self.resign_term(leadership.term()).await;
                     return Ok(out);
                 }
+                None => {
+                    tracing::info!(target: "tenure::elector", election = %self.inner.config.key, term = leadership.term(), "leadership ending; work stopped");
+                }
             }
+        }
+    }
+
+    /// After a hand-over was asked for: polls the work for up to the
+    /// step-down grace (and never past the tenure's end), its output unused.
+    async fn let_work_finish<Fut: Future>(
+        &self,
+        leadership: &Leadership,
+        fut: std::pin::Pin<&mut Fut>,
+    ) {
+        let grace = self.inner.config.step_down_grace;
+        if grace.is_zero() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            _ = leadership.lost() => {}
+            _ = tokio::time::sleep(grace) => {}
+            _ = fut => {}
         }
     }
 

@@ -57,9 +57,7 @@ pub enum StopReason {
     /// for a moment, but nobody may act on it.
     Expired,
     /// The store says the lease is no longer ours (it expired by the store's
-    /// clock, or a successor holds it), or the elector's task ended. A
-    /// resign or transfer request from another process that the leader only
-    /// learns of from a failed renewal is reported as this too.
+    /// clock, or a successor holds it), or the elector's task ended.
     Lost,
     /// Shut down without releasing
     /// ([`release_on_shutdown(false)`](crate::ElectorBuilder::release_on_shutdown)):

@@ -1,10 +1,11 @@
 //! What a leader holds: the term, a local deadline, and the signal that it ended.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use crate::clock::SharedClock;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
@@ -44,6 +45,38 @@ pub(crate) struct Current {
     pub term: u64,
     /// Local deadline on the elector's clock.
     pub deadline: Duration,
+    /// A hand-over of this tenure was asked for (resign, transfer,
+    /// preemption, shutdown): the work is to stop, and the lease goes once
+    /// every [`HandoverHold`] is dropped.
+    pub stepping_down: bool,
+}
+
+/// The live [`HandoverHold`]s of one elector.
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    count: AtomicUsize,
+    released: Notify,
+}
+
+impl Holds {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
+    /// Resolves once no hold is left.
+    pub(crate) async fn released(&self) {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Registered before the count is read: a hold dropped in
+            // between still wakes this wait.
+            released.as_mut().enable();
+            if self.is_empty() {
+                return;
+            }
+            released.await;
+        }
+    }
 }
 
 /// State shared between the campaign task and every handle.
@@ -69,6 +102,8 @@ pub(crate) struct Shared {
     pub key: ElectionKey,
     pub holder: String,
     pub events: Events,
+    /// Work that must stop before the lease is handed over or released.
+    pub holds: Arc<Holds>,
 }
 
 impl Shared {
@@ -91,6 +126,7 @@ impl Shared {
             key,
             holder,
             events,
+            holds: Arc::new(Holds::default()),
         }
     }
 
@@ -116,7 +152,11 @@ impl Shared {
             crate::telemetry::new_leader(&self.key, term);
         }
         crate::telemetry::leading(&self.key, true, deadline.saturating_sub(self.clock.now()));
-        self.current.send_replace(Some(Current { term, deadline }));
+        self.current.send_replace(Some(Current {
+            term,
+            deadline,
+            stepping_down: false,
+        }));
         if self
             .state
             .send_if_modified(|s| replace_if_changed(s, leading))
@@ -152,6 +192,19 @@ impl Shared {
         if let Some(term) = ended {
             self.events.emit(Event::StoppedLeading { term, reason });
         }
+    }
+
+    /// Tells the work of the current tenure that it is to stop
+    /// ([`Leadership::stepping_down`]); the tenure itself goes on until the
+    /// campaign ends it.
+    pub(crate) fn ask_to_step_down(&self) {
+        self.current.send_if_modified(|c| match c {
+            Some(c) if !c.stepping_down => {
+                c.stepping_down = true;
+                true
+            }
+            _ => false,
+        });
     }
 
     /// Keeps this candidate out of the member list until `until`; its
@@ -199,9 +252,11 @@ impl Shared {
         }
     }
 
+    /// The current tenure; `None` once it is stepping down, so that
+    /// [`Elector::acquired`](crate::Elector::acquired) waits for the next.
     pub(crate) fn leadership(&self) -> Option<Leadership> {
         let current = (*self.current.borrow())?;
-        if self.clock.now() >= current.deadline {
+        if current.stepping_down || self.clock.now() >= current.deadline {
             return None;
         }
         Some(Leadership {
@@ -210,6 +265,7 @@ impl Shared {
             holder: self.holder.clone(),
             current: self.current.subscribe(),
             clock: self.clock.clone(),
+            holds: self.holds.clone(),
         })
     }
 }
@@ -248,6 +304,49 @@ pub struct Leadership {
     holder: String,
     current: watch::Receiver<Option<Current>>,
     clock: SharedClock,
+    holds: Arc<Holds>,
+}
+
+/// Holds back the hand-over of a tenure until the work is done with it.
+///
+/// While a hold lives, the elector neither hands the lease over (resign,
+/// transfer, preemption) nor releases it (shutdown, a tenure that ran out):
+/// it asks the work to stop ([`Leadership::stepping_down`] resolves) and
+/// writes the hand-over once every hold is dropped. Dropping the hold is the
+/// acknowledgement that the work has stopped. The lease still ends at the
+/// local deadline if the work takes longer: a hold can delay a graceful
+/// hand-over until then, never keep leadership past it.
+///
+/// `tenure run` holds each tenure while its job runs, so a successor's job
+/// never starts before the old one is gone; [`Elector::run`](crate::Elector::run)
+/// holds it while the work future lives.
+///
+/// ```no_run
+/// # async fn demo(elector: &tenure::Elector) -> tenure::Result<()> {
+/// let leadership = elector.acquired().await?;
+/// let hold = leadership.hold();
+/// tokio::select! {
+///     _ = leadership.stepping_down() => {
+///         // Asked to hand over (or the tenure is ending): finish up quickly.
+///     }
+///     _ = do_leader_work(leadership.term()) => {}
+/// }
+/// drop(hold); // the successor may start now
+/// # Ok(()) }
+/// # async fn do_leader_work(_term: u64) {}
+/// ```
+#[derive(Debug)]
+#[must_use = "the hold acknowledges the step-down when dropped"]
+pub struct HandoverHold {
+    holds: Arc<Holds>,
+}
+
+impl Drop for HandoverHold {
+    fn drop(&mut self) {
+        if self.holds.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.holds.released.notify_waiters();
+        }
+    }
 }
 
 impl Leadership {
@@ -373,6 +472,50 @@ impl Leadership {
             });
         };
         sql.fenced(&self.tenure(), work).await
+    }
+
+    /// Holds the hand-over of this tenure back until the returned hold is
+    /// dropped (or the local deadline passes); see [`HandoverHold`].
+    pub fn hold(&self) -> HandoverHold {
+        self.holds.count.fetch_add(1, Ordering::AcqRel);
+        HandoverHold {
+            holds: self.holds.clone(),
+        }
+    }
+
+    /// True once a hand-over of this tenure was asked for, or the tenure ended.
+    pub fn is_stepping_down(&self) -> bool {
+        match *self.current.borrow() {
+            Some(c) if c.term == self.term => c.stepping_down || self.clock.now() >= c.deadline,
+            _ => true,
+        }
+    }
+
+    /// Resolves when this tenure is asked to end early (a resign or transfer,
+    /// from this process or another; a preemption; a shutdown), or ends.
+    ///
+    /// The lease is still held when it resolves: where the work holds a
+    /// [`HandoverHold`], the elector waits for it (until the local deadline
+    /// at most) before handing the lease over, so the work can stop cleanly
+    /// and a successor never starts while it still runs.
+    pub async fn stepping_down(&self) {
+        let mut rx = self.current.clone();
+        loop {
+            let deadline = match *rx.borrow_and_update() {
+                Some(c) if c.term == self.term && !c.stepping_down => c.deadline,
+                _ => return,
+            };
+            if self.clock.now() >= deadline {
+                return;
+            }
+            tokio::select! {
+                // Listed order when several are ready (not tokio\'s random pick),
+                // so a simulation seed replays exactly; either order is handled.
+                biased;
+                _ = self.clock.sleep_until(deadline) => return,
+                changed = rx.changed() => if changed.is_err() { return },
+            }
+        }
     }
 
     /// Resolves when this tenure ends: at the local deadline at the latest.

@@ -247,7 +247,7 @@ pub use config::{
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
 pub use events::{Event, StopReason};
-pub use leadership::{Leadership, State};
+pub use leadership::{HandoverHold, Leadership, State};
 pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};
 

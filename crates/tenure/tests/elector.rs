@@ -806,3 +806,133 @@ async fn a_leader_that_stops_leading_heartbeats_again() {
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
 }
+
+/// A resign waits for the work that holds the tenure: the lease stays ours
+/// in the store (nobody can start a second copy of the work) until the
+/// hold is dropped, then it is handed over at once.
+#[tokio::test]
+async fn resign_hands_over_only_once_the_work_has_stopped() {
+    let w = World::new();
+    let a = w.elector("a");
+    let leadership = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let hold = leadership.hold();
+    let resign = tokio::spawn({
+        let a = a.clone();
+        async move { a.resign().await }
+    });
+    tokio::time::timeout(Duration::from_secs(5), leadership.stepping_down())
+        .await
+        .expect("the work is asked to stop");
+    assert!(leadership.is_stepping_down());
+    w.advance(Duration::from_secs(1), Duration::from_millis(50))
+        .await;
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert!(
+        rec.holder.as_deref() == Some(a.holder_id()) && rec.is_held(),
+        "the lease is not handed over while the work runs: {rec:?}"
+    );
+    assert!(a.is_leader(), "still leader until the work stops");
+    assert!(!resign.is_finished());
+    drop(hold);
+    tokio::time::timeout(Duration::from_secs(5), resign)
+        .await
+        .expect("resign returns once the work stopped")
+        .unwrap()
+        .expect("resign");
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(rec.holder, None, "handed over: {rec:?}");
+    assert!(!a.is_leader());
+    a.shutdown().await.unwrap();
+}
+
+/// Work that does not stop by the local deadline does not keep the lease:
+/// the tenure ends there, and the lease is left to expire (not released
+/// while the work may still run).
+#[tokio::test]
+async fn a_hold_never_keeps_leadership_past_the_deadline() {
+    let w = World::new();
+    let a = w.elector("a");
+    let leadership = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let hold = leadership.hold();
+    let resign = tokio::spawn({
+        let a = a.clone();
+        async move { a.resign().await }
+    });
+    tokio::time::timeout(Duration::from_secs(5), leadership.stepping_down())
+        .await
+        .unwrap();
+    // Past the local deadline (9.85 s), before the store's expiry (10 s).
+    w.advance(Duration::from_millis(9900), Duration::from_millis(100))
+        .await;
+    assert!(!a.is_leader(), "the deadline ends the tenure");
+    assert!(!leadership.is_valid());
+    let out = tokio::time::timeout(Duration::from_secs(5), resign)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(out, Err(tenure::Error::Timeout { .. })), "{out:?}");
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.holder.as_deref(),
+        Some(a.holder_id()),
+        "not released while the work holds it"
+    );
+    drop(hold);
+    let start = Instant::now();
+    loop {
+        let rec = w.store.read(&key()).await.unwrap().unwrap();
+        if rec.holder.is_none() || rec.term > 1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the lease is freed once the work is gone: {rec:?}"
+        );
+        settle().await;
+    }
+    a.shutdown().await.unwrap();
+}
+
+/// `run` stops its work before the hand-over; with a step-down grace the
+/// work sees `stepping_down()` and may finish what it does first.
+#[tokio::test]
+async fn run_lets_the_work_finish_within_its_grace_before_handing_over() {
+    let w = World::new();
+    let a = w
+        .builder("a")
+        .step_down_grace(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let finished = Arc::new(AtomicBool::new(false));
+    let runner = tokio::spawn({
+        let (a, finished) = (a.clone(), finished.clone());
+        async move {
+            a.run(|l| {
+                let finished = finished.clone();
+                async move {
+                    l.stepping_down().await;
+                    // Wrap up: a little more work, on the runtime's timer.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    finished.store(true, Ordering::SeqCst);
+                }
+            })
+            .await
+        }
+    });
+    eventually("leadership", || a.is_leader()).await;
+    a.resign().await.expect("resign");
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "the work finished before the resign returned"
+    );
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
+    assert_eq!(rec.holder, None);
+    runner.abort();
+    a.shutdown().await.unwrap();
+}
