@@ -145,13 +145,37 @@ impl<'a> Bench<'a> {
                 "--ttl",
                 &ttl,
             ])
-            .args(["--id", &format!("c{i}"), "--", "sleep", "100000"])
+            // The job marks its start with a file whose mtime says when
+            // (`:` is a shell builtin: no extra process on the path).
+            .args([
+                "--id",
+                &format!("c{i}"),
+                "--",
+                "sh",
+                "-c",
+                ": > started-$TENURE_TERM; exec sleep 100000",
+            ])
+            .current_dir(self.dir.path())
             .env("TENURE_LOG", self.log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).expect("log"))
             .spawn()
             .expect("spawn tenure")
+    }
+
+    /// When (µs since the epoch, host clock) the job of `term` started.
+    async fn job_started(&self, term: u64, within: Duration) -> Option<i64> {
+        let path = self.dir.path().join(format!("started-{term}"));
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(modified) = std::fs::metadata(&path).and_then(|m| m.modified()) {
+                let us = modified.duration_since(UNIX_EPOCH).ok()?.as_micros();
+                return i64::try_from(us).ok();
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        None
     }
 
     async fn read(&self) -> Option<LeaseRecord> {
@@ -301,6 +325,7 @@ async fn run_store(url: &str, o: &Opts) {
     // `tenure transfer` send them (CLI start-up excluded): request -> the
     // next leader's acquisition, on the host clock (the store's is the same).
     let (mut after_resign, mut after_transfer) = (vec![], vec![]);
+    let (mut job_after_resign, mut job_after_transfer) = (vec![], vec![]);
     for trial in 0..if o.runs("requests") { o.trials * 2 } else { 0 } {
         let Some((idx, cur)) = b.leader(term, o.ttl * 5).await else {
             break;
@@ -342,6 +367,19 @@ async fn run_store(url: &str, o: &Opts) {
         };
         let Some(next) = next else { break };
         let ms = (next.acquired_at_us - sent_us) as f64 / 1000.0;
+        // The old job is stopped (SIGTERM, and the guard's word that it is
+        // gone) before the hand-over, so this includes its stop.
+        let job_ms = b
+            .job_started(next.term, o.ttl * 5)
+            .await
+            .map(|us| (us - sent_us) as f64 / 1000.0);
+        if let Some(job_ms) = job_ms {
+            if transfer {
+                job_after_transfer.push(job_ms);
+            } else {
+                job_after_resign.push(job_ms);
+            }
+        }
         if o.logs.is_some() {
             println!(
                 "  {}: c{idx} term {} asked at {sent_us} us, {} (term {}) acquired {ms:.1} ms later",
@@ -394,6 +432,14 @@ async fn run_store(url: &str, o: &Opts) {
     line(
         "transfer from another process -> new leader [host~store]",
         &mut after_transfer,
+    );
+    line(
+        "resign from another process -> next job started [host]",
+        &mut job_after_resign,
+    );
+    line(
+        "transfer from another process -> next job started [host]",
+        &mut job_after_transfer,
     );
 }
 

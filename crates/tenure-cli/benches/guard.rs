@@ -223,7 +223,7 @@ impl BenchGuard {
         let deadline = boottime() + Duration::from_secs(10);
         let t = Instant::now();
         (&self.ours)
-            .write_all(format!("D {}\nR {term}\n", deadline.as_nanos()).as_bytes())
+            .write_all(format!("D {}\nR {term} 0\n", deadline.as_nanos()).as_bytes())
             .expect("write");
         let mut line = String::new();
         self.reader.read_line(&mut line).expect("read");

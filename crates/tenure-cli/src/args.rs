@@ -163,6 +163,27 @@ pub struct RunArgs {
     /// File holding the bearer token that enables POST resign/transfer over --http.
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<PathBuf>,
+    /// Run the command once for KEY across all replicas: until one run exits 0,
+    /// recorded in the store; then every replica exits 0 without running it
+    /// (e.g. --once "$(date +%F)" from cron).
+    #[arg(long, value_name = "KEY", conflicts_with = "restart")]
+    pub once: Option<String>,
+    /// With --once: give up after this many runs (over all replicas) that did
+    /// not succeed; every replica then exits with the last run's code.
+    /// Default: no limit.
+    #[arg(long, value_name = "N", requires = "once")]
+    pub attempts: Option<u32>,
+    /// With --once: keep the record of KEY's runs at least this long.
+    #[arg(long, value_name = "DURATION", requires = "once", default_value = "7d", value_parser = duration)]
+    pub keep: Duration,
+    /// Exit at once with code 75 unless this replica leads at its first try
+    /// (like `flock -n`): the command does not run.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_wait: bool,
+    /// Exit with code 75 unless this replica leads within this long (like
+    /// `consul lock -timeout`): the command does not run.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub timeout: Option<Duration>,
     /// The command to run while leader, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,

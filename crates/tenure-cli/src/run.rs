@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tenure::{Elector, Leadership};
+use tenure::{Elector, HandoverHold, Leadership, State};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::RunArgs;
@@ -11,28 +11,51 @@ use crate::job::{self, exit_code, Exit, Guard, Job};
 
 /// Exit code of `--exit-on-loss` when leadership was lost.
 const EXIT_LOST: u8 = 3;
+/// Exit code of `--no-wait` and `--timeout` when this replica did not lead
+/// (EX_TEMPFAIL of sysexits.h: try again later).
+pub const EXIT_NOT_LEADER: u8 = 75;
 
+/// The signals that stop `tenure run` gracefully: the job is stopped (with
+/// its kill grace), the lease released, and tenure exits with 128 + the
+/// signal's number. SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM would otherwise end
+/// tenure by their default action, leaving the lease to expire.
 struct Signals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+    alrm: tokio::signal::unix::Signal,
 }
 
 impl Signals {
     fn new() -> Result<Self, Failure> {
-        let f =
-            |e: std::io::Error| Failure::Runtime(format!("cannot install signal handlers: {e}"));
+        let on = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|e| Failure::Runtime(format!("cannot install a handler for {name}: {e}")))
+        };
         Ok(Self {
-            int: signal(SignalKind::interrupt()).map_err(f)?,
-            term: signal(SignalKind::terminate()).map_err(f)?,
+            int: on(SignalKind::interrupt(), "SIGINT")?,
+            term: on(SignalKind::terminate(), "SIGTERM")?,
+            hup: on(SignalKind::hangup(), "SIGHUP")?,
+            usr1: on(SignalKind::user_defined1(), "SIGUSR1")?,
+            usr2: on(SignalKind::user_defined2(), "SIGUSR2")?,
+            alrm: on(SignalKind::alarm(), "SIGALRM")?,
         })
     }
 
-    /// Waits for SIGINT or SIGTERM and returns the exit code that reports it.
+    /// Waits for one of the stop signals and returns the exit code that reports it.
     async fn next(&mut self) -> u8 {
-        tokio::select! {
-            _ = self.int.recv() => 128 + libc::SIGINT as u8,
-            _ = self.term.recv() => 128 + libc::SIGTERM as u8,
-        }
+        let (number, name) = tokio::select! {
+            _ = self.int.recv() => (libc::SIGINT, "SIGINT"),
+            _ = self.term.recv() => (libc::SIGTERM, "SIGTERM"),
+            _ = self.hup.recv() => (libc::SIGHUP, "SIGHUP"),
+            _ = self.usr1.recv() => (libc::SIGUSR1, "SIGUSR1"),
+            _ = self.usr2.recv() => (libc::SIGUSR2, "SIGUSR2"),
+            _ = self.alrm.recv() => (libc::SIGALRM, "SIGALRM"),
+        };
+        tracing::info!("{name} received: stopping");
+        128 + number as u8
     }
 }
 
@@ -125,10 +148,18 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         }
     };
     tracing::info!(election = %elector.election(), holder = elector.holder_id(), "campaigning");
+    tokio::spawn(log_leaders(elector.leadership()));
 
+    let mut first = Some(FirstWait::from_args(&a));
     loop {
         let leadership = tokio::select! {
-            l = elector.acquired() => l?,
+            l = acquire(&elector, first.take()) => match l? {
+                Some(l) => l,
+                None => {
+                    let _ = elector.shutdown().await;
+                    return Ok(EXIT_NOT_LEADER);
+                }
+            },
             code = signals.next() => {
                 let _ = elector.shutdown().await;
                 return Ok(code);
@@ -141,7 +172,107 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     }
 }
 
+/// How long the first acquisition may take (`--no-wait`, `--timeout`).
+#[derive(Clone, Copy, Debug)]
+enum FirstWait {
+    /// As long as it takes.
+    Forever,
+    /// Give up as soon as another replica is seen leading.
+    NoWait { ttl: Duration },
+    /// Give up after this long.
+    Within(Duration),
+}
+
+impl FirstWait {
+    fn from_args(a: &RunArgs) -> Self {
+        match (a.no_wait, a.timeout) {
+            (true, _) => FirstWait::NoWait { ttl: a.ttl },
+            (false, Some(d)) => FirstWait::Within(d),
+            (false, None) => FirstWait::Forever,
+        }
+    }
+}
+
+/// Waits to lead; `None` when `--no-wait`/`--timeout` gave up first.
+async fn acquire(
+    elector: &Elector,
+    wait: Option<FirstWait>,
+) -> Result<Option<Leadership>, Failure> {
+    match wait.unwrap_or(FirstWait::Forever) {
+        FirstWait::Forever => Ok(Some(elector.acquired().await?)),
+        FirstWait::Within(limit) => match tokio::time::timeout(limit, elector.acquired()).await {
+            Ok(l) => Ok(Some(l?)),
+            Err(_) => {
+                tracing::warn!(after = ?limit, "not leader within --timeout; not running the command (exit {EXIT_NOT_LEADER})");
+                Ok(None)
+            }
+        },
+        FirstWait::NoWait { ttl } => {
+            // The first read decides: another replica leads, or this one
+            // acquires (a free lease is taken within milliseconds). Bounded
+            // by a TTL for a store that does not answer.
+            let mut state = elector.leadership();
+            let decided = tokio::time::timeout(ttl, async {
+                loop {
+                    let following = match &*state.borrow_and_update() {
+                        State::Leading { .. } => return Ok(true),
+                        State::Following { leader, term } => Some((leader.clone(), *term)),
+                        _ => None,
+                    };
+                    if let Some((leader, term)) = following {
+                        tracing::warn!(leader = %leader, term, "another replica leads; not running the command (--no-wait, exit {EXIT_NOT_LEADER})");
+                        return Ok(false);
+                    }
+                    if state.changed().await.is_err() {
+                        return Err(Failure::from(tenure::Error::Shutdown));
+                    }
+                }
+            })
+            .await;
+            match decided {
+                Ok(Ok(true)) => Ok(elector.current()),
+                Ok(Ok(false)) => Ok(None),
+                Ok(Err(e)) => Err(e),
+                Err(_) => {
+                    tracing::warn!("no leader could be determined within a TTL; not running the command (--no-wait, exit {EXIT_NOT_LEADER})");
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
+/// Logs who leads whenever it changes, so a follower's log says whom it
+/// waits for (this replica's own tenures are logged where they start).
+async fn log_leaders(mut state: tokio::sync::watch::Receiver<State>) {
+    let mut last: Option<State> = None;
+    loop {
+        let now = state.borrow_and_update().clone();
+        if last.as_ref() != Some(&now) {
+            match &now {
+                State::Following { leader, term } => tracing::info!(
+                    leader = tenure::store::identity_of(leader),
+                    holder = %leader,
+                    term,
+                    "following"
+                ),
+                State::NoLeader if last.is_some() => tracing::info!("no leader"),
+                _ => {}
+            }
+            last = Some(now);
+        }
+        if state.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Runs the command for one tenure.
+///
+/// The tenure is held ([`Leadership::hold`]) for as long as the command may
+/// run: a resign, transfer or preemption first stops the command (SIGTERM,
+/// the kill grace, SIGKILL, and the guard's word that its whole tree is
+/// gone) and only then lets the elector hand the lease over.
 async fn lead(
     a: &RunArgs,
     elector: &Elector,
@@ -150,6 +281,7 @@ async fn lead(
     signals: &mut Signals,
     grace: Duration,
 ) -> Result<After, Failure> {
+    let hold = leadership.hold();
     let mut renewals = leadership.clone();
     let mut restart_delay = Duration::from_millis(100);
     loop {
@@ -163,13 +295,13 @@ async fn lead(
             tokio::select! {
                 biased;
                 code = signals.next() => {
-                    release(elector).await;
+                    release(elector, hold).await;
                     return Ok(After::Exit(code));
                 }
+                _ = leadership.stepping_down() => return stepped_down(a, elector, leadership, hold).await,
                 renewed = renewals.renewed() => if renewed.is_none() {
-                    return lost(a, elector, leadership).await;
+                    return lost(a, elector, leadership, hold).await;
                 },
-                _ = leadership.lost() => return lost(a, elector, leadership).await,
                 _ = tokio::time::sleep_until(give_up) => if leadership.remaining() <= grace {
                     tracing::warn!(
                         left = ?leadership.remaining(),
@@ -177,18 +309,22 @@ async fn lead(
                         "renewals leave no more lease than the kill grace (a slow store?); \
                          resigning so that another candidate can run the command"
                     );
-                    return lost(a, elector, leadership).await;
+                    return lost(a, elector, leadership, hold).await;
                 },
             }
         }
         let Some(deadline) = leadership.deadline() else {
-            return lost(a, elector, leadership).await;
+            return lost(a, elector, leadership, hold).await;
         };
-        let mut child = match guard.spawn(leadership.term(), deadline).await {
+        if leadership.is_stepping_down() {
+            return stepped_down(a, elector, leadership, hold).await;
+        }
+        let mut child = match guard.spawn(leadership.term(), 0, deadline).await {
             Ok(c) => c,
             // tenure was not scheduled in time and the deadline passed.
-            Err(_) if !leadership.is_valid() => return lost(a, elector, leadership).await,
+            Err(_) if !leadership.is_valid() => return lost(a, elector, leadership, hold).await,
             Err(e) => {
+                drop(hold);
                 let _ = elector.shutdown().await;
                 return Err(Failure::Runtime(format!(
                     "cannot start {:?}: {e}",
@@ -208,12 +344,18 @@ async fn lead(
                 biased;
                 code = signals.next() => {
                     stop(&mut child, Some(leadership), grace, "tenure was asked to stop").await;
-                    release(elector).await;
+                    release(elector, hold).await;
                     return Ok(After::Exit(code));
                 }
                 _ = leadership.expiring(grace) => {
                     stop(&mut child, Some(leadership), grace, "leadership is ending").await;
-                    return lost(a, elector, leadership).await;
+                    return lost(a, elector, leadership, hold).await;
+                }
+                // A resign, transfer or preemption: the same stop as on
+                // SIGTERM, and the lease goes only once the job is gone.
+                _ = leadership.stepping_down() => {
+                    stop(&mut child, Some(leadership), grace, "asked to hand over").await;
+                    return stepped_down(a, elector, leadership, hold).await;
                 }
                 exit = child.wait() => break exit,
                 // Every renewal moves the guard's deadline with it.
@@ -230,7 +372,7 @@ async fn lead(
             tracing::warn!(
                 "the lease deadline passed before tenure could renew; the guard killed the command"
             );
-            return lost(a, elector, leadership).await;
+            return lost(a, elector, leadership, hold).await;
         }
         let code = exit_code(exit.status);
         if a.restart && leadership.is_valid() {
@@ -240,12 +382,13 @@ async fn lead(
             }
             // The back-off races the end of the tenure and signals.
             tokio::select! {
-                _ = tokio::time::sleep(restart_delay) => {}
-                _ = leadership.lost() => return lost(a, elector, leadership).await,
+                biased;
                 code = signals.next() => {
-                    release(elector).await;
+                    release(elector, hold).await;
                     return Ok(After::Exit(code));
                 }
+                _ = leadership.stepping_down() => return stepped_down(a, elector, leadership, hold).await,
+                _ = tokio::time::sleep(restart_delay) => {}
             }
             restart_delay = (restart_delay * 2).min(Duration::from_secs(5));
             // Start again only under this same tenure (the loop waits for a
@@ -253,22 +396,49 @@ async fn lead(
             if elector.term() == Some(leadership.term()) {
                 continue;
             }
-            return lost(a, elector, leadership).await;
+            return lost(a, elector, leadership, hold).await;
         }
         tracing::info!(code, "command exited; releasing the lease");
-        release(elector).await;
+        release(elector, hold).await;
         return Ok(After::Exit(code));
     }
 }
 
 /// After the command was stopped because the tenure ended, or when the
 /// tenure cannot give a new command its kill grace.
-async fn lost(a: &RunArgs, elector: &Elector, leadership: &Leadership) -> Result<After, Failure> {
+async fn lost(
+    a: &RunArgs,
+    elector: &Elector,
+    leadership: &Leadership,
+    hold: HandoverHold,
+) -> Result<After, Failure> {
+    // The command is gone: the lease may go.
+    drop(hold);
     // Hand over whatever is left of this tenure rather than sit on it
     // without the command; never a newer tenure.
     if elector.term() == Some(leadership.term()) {
         let _ = elector.resign().await;
     }
+    if a.exit_on_loss {
+        let _ = elector.shutdown().await;
+        return Ok(After::Exit(EXIT_LOST));
+    }
+    Ok(After::Campaign)
+}
+
+/// After a hand-over was asked for and the command (if any) has stopped:
+/// dropping the hold lets the elector hand the lease over.
+async fn stepped_down(
+    a: &RunArgs,
+    elector: &Elector,
+    leadership: &Leadership,
+    hold: HandoverHold,
+) -> Result<After, Failure> {
+    tracing::info!(
+        term = leadership.term(),
+        "command stopped; handing the lease over"
+    );
+    drop(hold);
     if a.exit_on_loss {
         let _ = elector.shutdown().await;
         return Ok(After::Exit(EXIT_LOST));
@@ -284,7 +454,9 @@ async fn stop(child: &mut Job<'_>, leadership: Option<&Leadership>, grace: Durat
     }
 }
 
-async fn release(elector: &Elector) {
+/// Releases the lease once the command is gone (the hold dropped first).
+async fn release(elector: &Elector, hold: HandoverHold) {
+    drop(hold);
     if let Err(e) = elector.shutdown().await {
         tracing::warn!("could not release the lease ({e}); it expires by itself");
     }

@@ -74,8 +74,10 @@ async fn child_gets_term_and_names_and_its_exit_code_is_ours_and_the_lease_is_re
     assert!(json.contains("\"leader\": null"), "{json}");
 }
 
-#[tokio::test]
-async fn sigterm_stops_the_child_releases_and_exits_143() {
+/// SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM stop the job,
+/// release the lease and exit with 128 + the signal: none ends tenure by its
+/// default action (no release, the successor waiting a whole TTL).
+async fn stop_signal_stops_the_child_releases_and_exits(signal: Signal) {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
     let mut t = spawn_tenure(
@@ -101,12 +103,17 @@ async fn sigterm_stops_the_child_releases_and_exits_143() {
     })
     .await;
     assert!(alive(child));
-    kill(Pid::from_raw(t.id() as i32), Signal::SIGTERM).unwrap();
+    kill(Pid::from_raw(t.id() as i32), signal).unwrap();
     let status = tokio::task::spawn_blocking(move || t.wait())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(status.code(), Some(143));
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    assert_eq!(status.code(), Some(128 + signal as i32), "{signal}: {log}");
+    assert!(
+        log.contains(&format!("{signal} received: stopping")),
+        "{signal}: {log}"
+    );
     assert!(!alive(child), "the child is gone when tenure exits");
     let store = tenure::store::connect(&url, &StoreOptions::default())
         .await
@@ -116,7 +123,92 @@ async fn sigterm_stops_the_child_releases_and_exits_143() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(rec.holder, None, "released on SIGTERM");
+    assert_eq!(rec.holder, None, "released on {signal}");
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_child_releases_and_exits_143() {
+    stop_signal_stops_the_child_releases_and_exits(Signal::SIGTERM).await;
+}
+
+#[tokio::test]
+async fn sighup_stops_the_child_releases_and_exits_129() {
+    stop_signal_stops_the_child_releases_and_exits(Signal::SIGHUP).await;
+}
+
+#[tokio::test]
+async fn sigusr1_sigusr2_and_sigalrm_stop_the_child_and_release() {
+    for signal in [Signal::SIGUSR1, Signal::SIGUSR2, Signal::SIGALRM] {
+        stop_signal_stops_the_child_releases_and_exits(signal).await;
+    }
+}
+
+/// A follower says whom it follows, at start and at every change.
+#[tokio::test]
+async fn a_follower_logs_the_leader_and_its_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let args = |id: &'static str| {
+        [
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "logged",
+            "--ttl",
+            "2s",
+            "--id",
+            id,
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > $TENURE_TERM.pid; exec sleep 1000",
+        ]
+        .map(str::to_string)
+    };
+    let a_args = args("alpha");
+    let a_args: Vec<&str> = a_args.iter().map(String::as_str).collect();
+    let mut a = Stopped(spawn_tenure(dir.path(), &a_args, &dir.path().join("a.log")));
+    wait_until("a leads", Duration::from_secs(10), || {
+        read_pid(&dir.path().join("1.pid"))
+    })
+    .await;
+    let b_args = args("beta");
+    let b_args: Vec<&str> = b_args.iter().map(String::as_str).collect();
+    let mut b = Stopped(spawn_tenure(dir.path(), &b_args, &dir.path().join("b.log")));
+    let b_log = || std::fs::read_to_string(dir.path().join("b.log")).unwrap_or_default();
+    wait_until("b logs whom it follows", Duration::from_secs(10), || {
+        b_log()
+            .lines()
+            .any(|l| {
+                l.contains("following") && l.contains("leader=\"alpha\"") && l.contains("term=1")
+            })
+            .then_some(())
+    })
+    .await;
+    a.stop();
+    wait_until("b takes over", Duration::from_secs(10), || {
+        read_pid(&dir.path().join("2.pid"))
+    })
+    .await;
+    b.stop();
+    assert!(b_log().contains("no leader"), "{}", b_log());
+}
+
+/// A `tenure run` stopped with SIGTERM when dropped (also when a test fails).
+struct Stopped(std::process::Child);
+
+impl Stopped {
+    fn stop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0.id() as i32), Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// The job itself gets the SIGTERM (not only its group's signal queue): a job

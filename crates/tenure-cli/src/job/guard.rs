@@ -91,6 +91,8 @@ struct Guard {
     clone3: bool,
     /// The running job, if any.
     job: Option<Pid>,
+    /// When a job that was asked to stop gets SIGKILL (end of its grace).
+    kill_at: Option<Duration>,
     /// Leftovers of an earlier job may still be on their way to us.
     orphans: bool,
     lapsed: bool,
@@ -143,6 +145,7 @@ impl Guard {
             stale_cgroups: Vec::new(),
             clone3: std::env::var(spawn::DISABLE_ENV).map_or(true, |v| v != "0"),
             job: None,
+            kill_at: None,
             orphans: false,
             lapsed: false,
         })
@@ -191,6 +194,10 @@ impl Guard {
                 self.lapsed = true;
                 self.kill_job();
             }
+            if self.job.is_some() && self.kill_at.is_some_and(|k| now() >= k) {
+                self.kill_at = None;
+                self.kill_job();
+            }
             while let Ok(Some(_)) = self.signals.read_signal() {}
             if let Some(job) = self.job {
                 let exited = reap::has_exited(job);
@@ -221,7 +228,7 @@ impl Guard {
         }
     }
 
-    fn start(&mut self, term: u64) {
+    fn start(&mut self, term: u64, attempt: u32) {
         if self.job.is_some() {
             self.report(FromGuard::Failed("a job is already running".into()));
             return;
@@ -232,10 +239,11 @@ impl Guard {
             ));
             return;
         }
-        match self.spawn(term) {
+        match self.spawn(term, attempt) {
             Ok(pid) => {
                 self.job = Some(pid);
                 self.lapsed = false;
+                self.kill_at = None;
                 self.arm_timer();
                 self.report(FromGuard::Started {
                     pid: pid.as_raw(),
@@ -248,26 +256,26 @@ impl Guard {
 
     /// Starts the job: born in its cgroup with clone3 where it can be, else
     /// with std's spawn joining the cgroup (if any) before exec.
-    fn spawn(&mut self, term: u64) -> std::io::Result<Pid> {
+    fn spawn(&mut self, term: u64, attempt: u32) -> std::io::Result<Pid> {
         // Normally done when the last job ended.
         self.fresh_cgroup();
         if let (Some(cgroup), true) = (&self.cgroup, self.clone3) {
             // Exec needs the path (std's spawn searches PATH itself). If it
             // cannot be found, std's spawn reports it the usual way.
             if let Some(path) = self.argv.first().and_then(super::resolve) {
-                match spawn::spawn_in_cgroup(&path, &self.argv, term, cgroup.dir_fd()) {
+                match spawn::spawn_in_cgroup(&path, &self.argv, term, attempt, cgroup.dir_fd()) {
                     Ok(pid) => return Ok(pid),
                     Err(spawn::Error::Io(e)) => return Err(e),
                     Err(spawn::Error::Unsupported) => self.clone3 = false,
                 }
             }
         }
-        self.spawn_joining_cgroup(term)
+        self.spawn_joining_cgroup(term, attempt)
     }
 
     /// The fallback spawn: std's, with a `pre_exec` hook that moves the child
     /// into the cgroup (slow: see `spawn.rs`) and sets up the rest.
-    fn spawn_joining_cgroup(&self, term: u64) -> std::io::Result<Pid> {
+    fn spawn_joining_cgroup(&self, term: u64, attempt: u32) -> std::io::Result<Pid> {
         let (program, args) = self
             .argv
             .split_first()
@@ -277,7 +285,11 @@ impl Guard {
         let mut cmd = std::process::Command::new(program);
         cmd.args(args)
             .env("TENURE_TERM", term.to_string())
+            .env_remove("TENURE_ATTEMPT")
             .process_group(0);
+        if attempt > 0 {
+            cmd.env("TENURE_ATTEMPT", attempt.to_string());
+        }
         // SAFETY: runs in the forked child before exec and calls only
         // async-signal-safe functions (write, prctl, sigemptyset,
         // pthread_sigmask, getppid).
@@ -328,6 +340,7 @@ impl Guard {
         self.orphans = !reap::kill_all_descendants(LEFTOVER_KILL_WAIT);
         self.fresh_cgroup();
         self.job = None;
+        self.kill_at = None;
         self.disarm_timer();
         let status = match status {
             WaitStatus::Exited(_, code) => JobStatus::Code(code),
@@ -391,10 +404,12 @@ impl Guard {
                     self.deadline = Some(d);
                     self.arm_timer();
                 }
-                Some(ToGuard::Start(term)) => self.start(term),
-                Some(ToGuard::Terminate) => {
+                Some(ToGuard::Start { term, attempt }) => self.start(term, attempt),
+                Some(ToGuard::Terminate(grace)) => {
                     if let Some(job) = self.job {
                         let _ = killpg(job, Signal::SIGTERM);
+                        self.kill_at = Some(now() + grace);
+                        self.arm_timer();
                     }
                 }
                 Some(ToGuard::Kill) => self.kill_job(),
@@ -403,8 +418,14 @@ impl Guard {
         }
     }
 
+    /// Arms the timer at the deadline, or at the end of a stopping job's
+    /// grace if that comes first.
     fn arm_timer(&self) {
-        if let (Some(d), Some(_)) = (self.deadline, self.job) {
+        let first = match (self.deadline, self.kill_at) {
+            (Some(d), Some(k)) => Some(d.min(k)),
+            (d, k) => d.or(k),
+        };
+        if let (Some(d), Some(_)) = (first, self.job) {
             let at = TimeSpec::from(d.max(Duration::from_nanos(1)));
             let _ = self.timer.set(
                 Expiration::OneShot(at),

@@ -37,6 +37,9 @@ use wire::{FromGuard, ToGuard};
 
 /// How long `tenure run` waits for the guard to answer a start request.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Without a lease deadline to bound it, how long after the grace this
+/// side kills a job whose guard has not reported its stop.
+const STOP_REPORT_SLACK: Duration = Duration::from_secs(1);
 /// How long it waits for the report of a kill (the guard kills leftovers for
 /// up to 5 s first).
 const KILL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,9 +145,15 @@ impl Guard {
 
     /// Starts the job under `term`, to be killed at `deadline` (on
     /// [`BootClock`]) unless [`Job::extend`] moves it.
-    pub async fn spawn(&mut self, term: u64, deadline: Duration) -> io::Result<Job<'_>> {
+    /// `attempt` (from 1) sets `TENURE_ATTEMPT`; 0 leaves it unset.
+    pub async fn spawn(
+        &mut self,
+        term: u64,
+        attempt: u32,
+        deadline: Duration,
+    ) -> io::Result<Job<'_>> {
         self.send(ToGuard::Deadline(deadline));
-        self.send(ToGuard::Start(term));
+        self.send(ToGuard::Start { term, attempt });
         let answer = tokio::time::timeout(START_TIMEOUT, async {
             loop {
                 match self.next_message().await {
@@ -256,7 +265,11 @@ impl Job<'_> {
 
     /// Stops the job: SIGTERM, then SIGKILL after `grace`, and in any case
     /// SIGKILL at the leadership's local deadline (which is before the lease can
-    /// expire for others) or at once if leadership is already gone.
+    /// expire for others) or at once if leadership is already gone. The guard
+    /// counts the grace from the SIGTERM it sends, so a guard that is slow to
+    /// act still gives the job its grace within the deadline; this side
+    /// kills at the deadline, or (without a leadership) a while after the
+    /// grace, if the guard has not reported by then.
     pub async fn stop(
         &mut self,
         leadership: Option<&Leadership>,
@@ -270,13 +283,13 @@ impl Job<'_> {
         if !still_valid {
             return self.kill().await;
         }
-        self.send(ToGuard::Terminate);
+        self.send(ToGuard::Terminate(grace));
         let term_sent = clock.now();
         loop {
             let kill_at = match leadership {
-                None => term_sent + grace,
+                None => term_sent + grace + STOP_REPORT_SLACK,
                 Some(l) => match l.deadline() {
-                    Some(d) => (term_sent + grace).min(d),
+                    Some(d) => d,
                     None => clock.now(),
                 },
             };

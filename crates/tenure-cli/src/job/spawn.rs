@@ -85,13 +85,15 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Starts `path` (resolved, as exec needs it) with `argv` (`argv[0]` as the
-/// user wrote it) and the guard's environment plus `TENURE_TERM=term`, in its
+/// user wrote it) and the guard's environment plus `TENURE_TERM=term` (and
+/// `TENURE_ATTEMPT=attempt` unless it is 0), in its
 /// own process group, inside the cgroup whose directory is `cgroup`, with
 /// the parent-death signal SIGKILL. Returns once the program was exec'd.
 pub fn spawn_in_cgroup(
     path: &Path,
     argv: &[OsString],
     term: u64,
+    attempt: u32,
     cgroup: BorrowedFd<'_>,
 ) -> Result<Pid, Error> {
     // Everything the child uses is made here, before cloning.
@@ -99,7 +101,7 @@ pub fn spawn_in_cgroup(
     let argv: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<Result<_, _>>()?;
     let mut env: Vec<CString> = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if k == "TENURE_TERM" {
+        if k == "TENURE_TERM" || k == "TENURE_ATTEMPT" {
             continue;
         }
         let mut kv = k;
@@ -108,6 +110,9 @@ pub fn spawn_in_cgroup(
         env.push(cstring(&kv)?);
     }
     env.push(cstring(OsStr::new(&format!("TENURE_TERM={term}")))?);
+    if attempt > 0 {
+        env.push(cstring(OsStr::new(&format!("TENURE_ATTEMPT={attempt}")))?);
+    }
     let argv_ptrs = pointers(&argv);
     let env_ptrs = pointers(&env);
     // SAFETY: plain C structs, filled in by sigemptyset below.
@@ -303,7 +308,7 @@ mod tests {
         let mut old = SigSet::empty();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut old))
             .unwrap();
-        let started = spawn_in_cgroup(&sh, &argv, 7, cgroup.dir_fd());
+        let started = spawn_in_cgroup(&sh, &argv, 7, 0, cgroup.dir_fd());
         let bad = std::fs::write(dir.path().join("bad"), "#!/nonexistent/interpreter\n")
             .and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
@@ -317,6 +322,7 @@ mod tests {
                     &dir.path().join("bad"),
                     &[OsString::from("bad")],
                     7,
+                    0,
                     cgroup.dir_fd(),
                 )
             });

@@ -13,10 +13,13 @@ pub enum ToGuard {
     /// Kill the job at this `CLOCK_BOOTTIME` instant unless a later message
     /// moves it. Sent before each start and after every renewal.
     Deadline(Duration),
-    /// Start the job with `TENURE_TERM` set to this term.
-    Start(u64),
-    /// Ask the job to stop: SIGTERM to its process group.
-    Terminate,
+    /// Start the job with `TENURE_TERM` set to `term`, and `TENURE_ATTEMPT`
+    /// to `attempt` unless it is 0 (`tenure run --once`).
+    Start { term: u64, attempt: u32 },
+    /// Ask the job to stop: SIGTERM to its process group now, SIGKILL after
+    /// this grace (counted by the guard from the SIGTERM it sent, so a guard
+    /// slow to act still gives the job its grace; the deadline bounds it).
+    Terminate(Duration),
     /// Kill the job and everything it started, now.
     Kill,
 }
@@ -47,8 +50,8 @@ impl ToGuard {
     pub fn encode(&self) -> String {
         match self {
             ToGuard::Deadline(d) => format!("D {}\n", d.as_nanos()),
-            ToGuard::Start(term) => format!("R {term}\n"),
-            ToGuard::Terminate => "T\n".to_string(),
+            ToGuard::Start { term, attempt } => format!("R {term} {attempt}\n"),
+            ToGuard::Terminate(grace) => format!("T {}\n", grace.as_nanos()),
             ToGuard::Kill => "K\n".to_string(),
         }
     }
@@ -60,8 +63,17 @@ impl ToGuard {
                 .parse::<u64>()
                 .ok()
                 .map(|ns| ToGuard::Deadline(Duration::from_nanos(ns))),
-            "R" => rest.parse().ok().map(ToGuard::Start),
-            "T" => Some(ToGuard::Terminate),
+            "R" => {
+                let (term, attempt) = rest.split_once(' ')?;
+                Some(ToGuard::Start {
+                    term: term.parse().ok()?,
+                    attempt: attempt.parse().ok()?,
+                })
+            }
+            "T" => rest
+                .parse::<u64>()
+                .ok()
+                .map(|ns| ToGuard::Terminate(Duration::from_nanos(ns))),
             "K" => Some(ToGuard::Kill),
             _ => None,
         }
@@ -127,8 +139,15 @@ mod tests {
     fn every_message_survives_a_round_trip() {
         for m in [
             ToGuard::Deadline(Duration::new(12_345, 678)),
-            ToGuard::Start(7),
-            ToGuard::Terminate,
+            ToGuard::Start {
+                term: 7,
+                attempt: 0,
+            },
+            ToGuard::Start {
+                term: 8,
+                attempt: 3,
+            },
+            ToGuard::Terminate(Duration::from_millis(500)),
             ToGuard::Kill,
         ] {
             assert_eq!(ToGuard::decode(&m.encode()), Some(m));
