@@ -264,7 +264,8 @@ async fn unknown_schema_version_is_refused() {
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let out = tenure(dir.path(), &["migrate", "--store", &url]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(text(&out).contains("schema version 2 is in place"));
+    let current = tenure::store::sql::SCHEMA_VERSION;
+    assert!(text(&out).contains(&format!("schema version {current} is in place")));
     {
         use sqlx::Connection;
         let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
@@ -278,7 +279,7 @@ async fn unknown_schema_version_is_refused() {
         1,
         &[
             "schema version 99",
-            "understands only up to 2",
+            &format!("understands only up to {current}"),
             "upgrade tenure",
         ],
     );

@@ -955,6 +955,9 @@ impl LeaseStore for SilentPush {
     fn subscribe(&self) -> Option<tenure::store::Changes> {
         Some(self._never.subscribe())
     }
+    fn run_records(&self) -> Option<&dyn tenure::store::RunRecords> {
+        self.inner.run_records()
+    }
     fn push_activity(&self) -> Option<u64> {
         Some(self.activity.load(std::sync::atomic::Ordering::SeqCst))
     }

@@ -1,6 +1,7 @@
 //! SQL store behaviour beyond the conformance suite, on SQLite, MariaDB and
 //! PostgreSQL: batched renewals with an unmatched lease, batched member
-//! heartbeats, and the history written before `shutdown()` returns.
+//! heartbeats, the history written before `shutdown()` returns, and the
+//! upgrade of older schema versions.
 
 use std::time::Duration;
 
@@ -193,7 +194,7 @@ async fn concurrent_first_use_of_fresh_tables_succeeds() {
             }) {
                 let (pool, backend) = s;
                 if backend != "sqlite" {
-                    for t in ["leases", "members", "history", "schema"] {
+                    for t in TABLES {
                         let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
                             .execute(&pool)
                             .await;
@@ -360,6 +361,86 @@ fn a_store_dropped_outside_a_runtime_does_not_panic() {
     });
     drop(runtime);
     drop(stores);
+}
+
+/// Every table of the current schema, by name without the prefix.
+const TABLES: [&str; 5] = ["leases", "members", "history", "runs", "schema"];
+
+/// Tables of schema version 2 (before run records) are brought to the
+/// current version in place, their rows kept, by `migrate` (what `tenure
+/// migrate` runs, and connecting with `auto_migrate`); without it, a store
+/// refuses them and names the fix. The printed DDL creates the runs table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_version_2_is_upgraded_in_place() {
+    use tenure::store::sql::SCHEMA_VERSION;
+    let dir = tempfile::tempdir().unwrap();
+    for url in servers::sql_urls(dir.path()).await {
+        let prefix = format!("upgrade{:08x}_", rand::random::<u32>());
+        let options = StoreOptions::default().with_table_prefix(prefix.clone());
+        let key = ElectionKey::new("upgrade", "e");
+        let claim = Claim {
+            key: key.clone(),
+            holder: "h#1".into(),
+            metadata: String::new(),
+            ttl: Duration::from_secs(60),
+        };
+        {
+            let store = SqlStore::connect(&url, &options).await.unwrap();
+            let ddl = store.schema_sql().await.unwrap().join(";\n");
+            assert!(
+                ddl.contains(&format!("CREATE TABLE IF NOT EXISTS {prefix}runs")),
+                "{url}: {ddl}"
+            );
+            assert!(
+                matches!(store.try_acquire(&claim).await, Ok(Acquire::Acquired(_))),
+                "{url}"
+            );
+            // Back to what schema version 2 had.
+            for sql in [
+                format!("DROP TABLE {prefix}runs"),
+                format!("UPDATE {prefix}schema SET version = 2"),
+            ] {
+                sqlx::query(&sql).execute(store.pool()).await.unwrap();
+            }
+        }
+        let refused = SqlStore::connect(&url, &options.clone().with_auto_migrate(false))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("schema version 2") && refused.contains("tenure migrate"),
+            "{url}: {refused}"
+        );
+        let store = SqlStore::connect_lazy(&url, &options).unwrap();
+        store.migrate().await.unwrap();
+        let version: i64 = sqlx::query_scalar(&format!("SELECT version FROM {prefix}schema"))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "{url}");
+        assert_eq!(
+            store.read(&key).await.unwrap().and_then(|r| r.holder),
+            Some("h#1".to_string()),
+            "{url}: the lease survives the upgrade"
+        );
+        let runs = store.run_records().expect("SQL stores keep run records");
+        let written = runs
+            .put(&key, "after-upgrade", "{}", 0, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(written.map(|r| r.version), Some(1), "{url}");
+        // Migrating again changes nothing.
+        store.migrate().await.unwrap();
+        assert_eq!(runs.list(&key, 10).await.unwrap().len(), 1, "{url}");
+        // Our own tables only (SQLite's go with the directory).
+        if store.backend() != "sqlite" {
+            for t in TABLES {
+                let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {prefix}{t}"))
+                    .execute(store.pool())
+                    .await;
+            }
+        }
+    }
 }
 
 /// Waits until every pooled connection but the kept one is idle: sqlx has

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tenure::store::memory::MemoryStore;
 use tenure::store::{
     Acquire, Capabilities, Claim, ElectionKey, Handover, HandoverReason, HistoryRecord,
-    LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+    LeaseRecord, LeaseStore, Member, MemberRecord, RunRecord, RunRecords, Tenure,
 };
 use tenure::{Error, Result};
 use tokio::sync::Notify;
@@ -210,6 +210,10 @@ impl LeaseStore for FaultyStore {
         "sim://".into()
     }
 
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        Some(self)
+    }
+
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let claim = claim.clone();
         self.call(move |s| async move { s.try_acquire(&claim).await })
@@ -301,6 +305,37 @@ impl LeaseStore for FaultyStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         let key = key.clone();
         self.call(move |s| async move { s.history(&key, limit).await })
+            .await
+    }
+}
+
+/// The shared store's run records, through the same simulated network.
+#[async_trait]
+impl RunRecords for FaultyStore {
+    async fn get(&self, key: &ElectionKey, name: &str) -> Result<Option<RunRecord>> {
+        let (key, name) = (key.clone(), name.to_string());
+        self.call(move |s| async move { RunRecords::get(&*s, &key, &name).await })
+            .await
+    }
+
+    async fn put(
+        &self,
+        key: &ElectionKey,
+        name: &str,
+        value: &str,
+        expected: u64,
+        keep: Duration,
+    ) -> Result<Option<RunRecord>> {
+        let (key, name, value) = (key.clone(), name.to_string(), value.to_string());
+        self.call(move |s| async move {
+            RunRecords::put(&*s, &key, &name, &value, expected, keep).await
+        })
+        .await
+    }
+
+    async fn list(&self, key: &ElectionKey, limit: usize) -> Result<Vec<RunRecord>> {
+        let key = key.clone();
+        self.call(move |s| async move { RunRecords::list(&*s, &key, limit).await })
             .await
     }
 }

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::runs::{check_key, check_put, check_read, keep_us};
 use super::{
     Acquire, Capabilities, Claim, ElectionKey, EndReason, Handover, HandoverReason, HistoryRecord,
-    LeaseRecord, LeaseStore, Member, MemberRecord, StartReason, Tenure,
+    LeaseRecord, LeaseStore, Member, MemberRecord, RunRecord, RunRecords, StartReason, Tenure,
 };
 use crate::clock::{BootClock, SharedClock};
 use crate::error::Result;
@@ -58,11 +59,24 @@ struct HistoryRow {
     end_us: i64,
 }
 
+/// A run record ([`RunRecords`]), live until `expires_us` by the store's clock.
+#[derive(Clone, Debug)]
+struct RunRow {
+    value: String,
+    version: u64,
+    updated_us: i64,
+    expires_us: i64,
+    /// The order of writes: the store's clock may not advance between two.
+    written: u64,
+}
+
 #[derive(Debug, Default)]
 struct Tables {
     leases: BTreeMap<ElectionKey, Row>,
     members: BTreeMap<(ElectionKey, String), MemberRow>,
     history: BTreeMap<(ElectionKey, u64), HistoryRow>,
+    runs: BTreeMap<(ElectionKey, String), RunRow>,
+    run_writes: u64,
 }
 
 impl Tables {
@@ -290,6 +304,10 @@ impl LeaseStore for MemoryStore {
         Some(self)
     }
 
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        Some(self)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             lease_vouches_for_holder: true,
@@ -513,6 +531,84 @@ impl LeaseStore for MemoryStore {
                     end_at_us: (h.end_us != 0).then_some(h.end_us),
                 })
             })
+            .collect())
+    }
+}
+
+fn run_record(key: &ElectionKey, name: &str, row: &RunRow) -> RunRecord {
+    RunRecord::new(
+        key.clone(),
+        name,
+        row.value.clone(),
+        row.version,
+        row.updated_us,
+    )
+}
+
+/// Run records under the table lock: the compare and the write are one step,
+/// and a record past its expiry is absent, as on every store.
+#[async_trait]
+impl RunRecords for MemoryStore {
+    async fn get(&self, key: &ElectionKey, name: &str) -> Result<Option<RunRecord>> {
+        check_read(key, name)?;
+        let now = self.now_us();
+        Ok(self
+            .rows()
+            .runs
+            .get(&(key.clone(), name.to_string()))
+            .filter(|r| r.expires_us > now)
+            .map(|r| run_record(key, name, r)))
+    }
+
+    async fn put(
+        &self,
+        key: &ElectionKey,
+        name: &str,
+        value: &str,
+        expected: u64,
+        keep: Duration,
+    ) -> Result<Option<RunRecord>> {
+        check_put(key, name, value, keep)?;
+        let now = self.now_us();
+        let mut t = self.rows();
+        let id = (key.clone(), name.to_string());
+        let current = t
+            .runs
+            .get(&id)
+            .filter(|r| r.expires_us > now)
+            .map_or(0, |r| r.version);
+        if current != expected {
+            return Ok(None);
+        }
+        t.run_writes += 1;
+        let row = RunRow {
+            value: value.to_string(),
+            version: expected + 1,
+            updated_us: now,
+            expires_us: now.saturating_add(keep_us(keep)),
+            written: t.run_writes,
+        };
+        let rec = run_record(key, name, &row);
+        t.runs.insert(id, row);
+        // Forgotten records of the election go with this write.
+        t.runs.retain(|(k, _), r| k != key || r.expires_us > now);
+        Ok(Some(rec))
+    }
+
+    async fn list(&self, key: &ElectionKey, limit: usize) -> Result<Vec<RunRecord>> {
+        check_key(key)?;
+        let now = self.now_us();
+        let t = self.rows();
+        let mut live: Vec<(&(ElectionKey, String), &RunRow)> = t
+            .runs
+            .iter()
+            .filter(|((k, _), r)| k == key && r.expires_us > now)
+            .collect();
+        live.sort_by_key(|(_, r)| std::cmp::Reverse(r.written));
+        Ok(live
+            .into_iter()
+            .take(limit)
+            .map(|((k, name), r)| run_record(k, name, r))
             .collect())
     }
 }

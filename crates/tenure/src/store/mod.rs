@@ -39,6 +39,7 @@ mod reason;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
+mod runs;
 #[cfg(any(feature = "tls", feature = "redis", feature = "etcd"))]
 mod rustls_cause;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
@@ -61,6 +62,7 @@ pub mod zookeeper;
 pub use push_health::PushHealth;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
+pub use runs::{RunRecord, RunRecords, MAX_RUN_KEEP, MAX_RUN_VALUE_BYTES};
 
 /// Names one election: a namespace (e.g. a data center or a tenant) and an election name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -620,6 +622,14 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
+
+    /// The store's run records, where it keeps them (every store of this
+    /// crate does): named records per election, written by compare-and-set,
+    /// for jobs that must run once (`tenure run --once`). A wrapper store
+    /// forwards its inner store's.
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        None
+    }
 }
 
 impl dyn LeaseStore {
@@ -743,6 +753,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()
+    }
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        (**self).run_records()
     }
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         (**self).heartbeat(member, ttl).await

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 use crate::store::{
     Acquire, Capabilities, Changes, Claim, DynStore, ElectionKey, Handover, HandoverReason,
-    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
+    HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, RunRecord, RunRecords, Tenure,
 };
 
 /// The store operations [`Instrumented`] counts.
@@ -47,14 +47,23 @@ pub enum Op {
     Flush,
     /// [`LeaseStore::list_members`].
     ListMembers,
+    /// [`RunRecords::get`].
+    RunGet,
+    /// [`RunRecords::put`].
+    RunPut,
+    /// [`RunRecords::list`].
+    RunList,
 }
 
-const OPS: usize = 15;
+const OPS: usize = 18;
 
 /// Wraps a store: delegates every call, counts calls per [`Op`], and has
 /// fault switches.
 ///
 /// Calls are counted when they reach the wrapper, before any fault applies.
+/// Its [run records](LeaseStore::run_records) are the inner store's, counted
+/// and faulted the same way.
+///
 /// The faults apply to every call that talks to the store (not to
 /// [`LeaseStore::capabilities`], [`LeaseStore::describe`],
 /// [`LeaseStore::subscribe`] or [`LeaseStore::flush`]): a call first hangs
@@ -173,6 +182,11 @@ impl Instrumented {
 impl LeaseStore for Instrumented {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         self.inner.as_any()
+    }
+
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        // Offered where the inner store offers them, through this wrapper.
+        self.inner.run_records().map(|_| self as &dyn RunRecords)
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -296,5 +310,70 @@ impl LeaseStore for Instrumented {
 
     fn push_health(&self) -> crate::store::PushHealth {
         self.inner.push_health()
+    }
+}
+
+impl Instrumented {
+    /// The inner store's run records; [`Self::run_records`] offers them only
+    /// where there are some.
+    fn inner_runs(&self) -> Result<&dyn RunRecords> {
+        self.inner.run_records().ok_or_else(|| Error::Unsupported {
+            store: self.inner.describe(),
+            what: "run records".into(),
+        })
+    }
+}
+
+#[async_trait]
+impl RunRecords for Instrumented {
+    async fn get(&self, key: &ElectionKey, name: &str) -> Result<Option<RunRecord>> {
+        self.enter(Op::RunGet).await?;
+        self.inner_runs()?.get(key, name).await
+    }
+
+    async fn put(
+        &self,
+        key: &ElectionKey,
+        name: &str,
+        value: &str,
+        expected: u64,
+        keep: Duration,
+    ) -> Result<Option<RunRecord>> {
+        self.enter(Op::RunPut).await?;
+        self.inner_runs()?
+            .put(key, name, value, expected, keep)
+            .await
+    }
+
+    async fn list(&self, key: &ElectionKey, limit: usize) -> Result<Vec<RunRecord>> {
+        self.enter(Op::RunList).await?;
+        self.inner_runs()?.list(key, limit).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    /// A wrapped store offers its run records, counted and faulted like
+    /// every other call.
+    #[tokio::test]
+    async fn run_records_are_counted_and_faulted() {
+        let store = Instrumented::new(Arc::new(MemoryStore::new()));
+        let runs = store
+            .run_records()
+            .expect("the memory store keeps run records");
+        let key = ElectionKey::new("default", "cron");
+        let keep = Duration::from_secs(60);
+        assert!(runs.put(&key, "x", "v", 0, keep).await.unwrap().is_some());
+        store.set_unavailable(true);
+        assert!(runs.get(&key, "x").await.unwrap_err().is_retryable());
+        store.set_unavailable(false);
+        assert_eq!(runs.list(&key, 10).await.unwrap().len(), 1);
+        let calls = [Op::RunPut, Op::RunGet, Op::RunList].map(|op| store.calls(op));
+        assert_eq!(calls, [1, 1, 1]);
     }
 }

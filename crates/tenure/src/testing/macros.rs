@@ -70,6 +70,11 @@ macro_rules! conformance_tests {
             handover_request_makes_renewal_fail,
             oversized_handover_windows_are_refused_and_nothing_is_written,
             history_records_every_term_with_reasons,
+            run_records_are_written_once_by_compare_and_set,
+            run_records_are_listed_newest_first,
+            run_records_are_per_election_and_names_are_exact,
+            run_records_refuse_bad_input,
+            run_records_are_forgotten_after_keep,
             failover_without_a_herd,
             observers_see_every_change_and_never_write,
         );

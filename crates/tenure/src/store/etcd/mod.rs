@@ -14,6 +14,7 @@
 //! | `<p>/handover/<ns>/<election>` | the holder's lease (a request) or a fresh lease of the window (after a hand-over) | JSON: target, reason |
 //! | `<p>/member/<ns>/<election>/<holder>` | none (its liveness is a lease named in the value) | JSON: metadata, priority, times |
 //! | `<p>/history/<ns>/<election>/<term:020>` | none | JSON: one term |
+//! | `<p>/run/<ns>/<election>/<name>` | one of its own per write, TTL `keep` (whole seconds) | JSON: a run record's value and write time (`runs.rs`); its etcd version is the record's |
 //!
 //! * **One lease per process** (per store instance and lease length, whole
 //!   seconds): every tenure and member registration of that length is on it,
@@ -77,6 +78,7 @@ mod members;
 mod read;
 mod renew;
 mod retry;
+mod runs;
 mod sweeper;
 mod tls;
 mod url;
@@ -210,6 +212,9 @@ impl EtcdStore {
 #[async_trait]
 impl LeaseStore for EtcdStore {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+    fn run_records(&self) -> Option<&dyn super::RunRecords> {
         Some(self)
     }
 

@@ -51,3 +51,11 @@ pub(super) struct HistoryValue {
     pub(super) end_reason: String,
     pub(super) end_at_us: Option<i64>,
 }
+
+/// A run record's value (`runs.rs`); its version is the key's own.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct RunValue {
+    pub(super) value: String,
+    /// The writer's clock: etcd has none to give.
+    pub(super) updated_at_us: i64,
+}

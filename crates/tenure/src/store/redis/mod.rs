@@ -13,9 +13,12 @@
 //! | `tenure_history:7:default:cron` | hash | term → JSON of the term's start and end |
 //! | `tenure_members:7:default:cron` | hash | holder id → JSON registration |
 //! | `tenure_index` | set | every election's index member, for `list` |
+//! | `tenure_run:7:default:4:cron:<name>` | hash, Redis TTL `keep` | one run record: value, version, when written (server µs) |
+//! | `tenure_runs:7:default:cron` | sorted set, Redis TTL the longest `keep` | run record name → when written, for listing them |
 //!
 //! and publishes the index member on `tenure_changes` when a lease is acquired,
-//! released or handed over.
+//! released or handed over. Run records (`runs.rs`) are the only keys with a
+//! Redis TTL: a record is meant to be forgotten once kept long enough.
 //!
 //! The lease hash never gets a Redis TTL: expiry is a field compared with `TIME`
 //! inside the scripts, so the term survives the lease's expiry, and with
@@ -36,6 +39,7 @@ mod client;
 mod errors;
 mod fenced;
 mod push;
+mod runs;
 mod scripts;
 
 use std::time::Duration;
@@ -322,6 +326,10 @@ fn json_i64(v: &serde_json::Value, field: &str) -> i64 {
 #[async_trait]
 impl LeaseStore for RedisStore {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn run_records(&self) -> Option<&dyn super::RunRecords> {
         Some(self)
     }
 

@@ -24,6 +24,8 @@ pub(super) struct Scripts {
     pub heartbeat_read: Script,
     pub members: Script,
     pub reap: Script,
+    pub run_put: Script,
+    pub run_list: Script,
 }
 
 impl Scripts {
@@ -39,6 +41,8 @@ impl Scripts {
             heartbeat_read: script(include_str!("lua/heartbeat_read.lua")),
             members: script(include_str!("lua/members.lua")),
             reap: script(include_str!("lua/reap.lua")),
+            run_put: script(include_str!("lua/run_put.lua")),
+            run_list: script(include_str!("lua/run_list.lua")),
         }
     }
 }

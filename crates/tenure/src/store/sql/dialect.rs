@@ -226,20 +226,24 @@ impl Dialect {
             // A binary NO PAD collation: names compare byte for byte, so "Cron",
             // "cron" and "cron " are three elections, as on the other stores.
             // The PAD SPACE `utf8mb4_bin` would merge "cron" and "cron ".
-            Dialect::MySql => {
-                let collation = match server {
-                    ServerKind::MariaDb => "utf8mb4_nopad_bin",
-                    ServerKind::Other => "utf8mb4_0900_bin",
-                };
-                (
-                    format!("VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {collation}"),
-                    format!("VARCHAR(1024) CHARACTER SET utf8mb4 COLLATE {collation}"),
-                    "BIGINT",
-                    " ENGINE=InnoDB",
-                )
-            }
+            Dialect::MySql => (
+                Self::mysql_varchar(255, server),
+                Self::mysql_varchar(1024, server),
+                "BIGINT",
+                " ENGINE=InnoDB",
+            ),
             Dialect::Postgres => ("TEXT".into(), "TEXT".into(), "BIGINT", ""),
         }
+    }
+
+    /// A MySQL/MariaDB text column of `chars` characters that compares byte
+    /// for byte (see [`Self::types`]).
+    fn mysql_varchar(chars: u32, server: ServerKind) -> String {
+        let collation = match server {
+            ServerKind::MariaDb => "utf8mb4_nopad_bin",
+            ServerKind::Other => "utf8mb4_0900_bin",
+        };
+        format!("VARCHAR({chars}) CHARACTER SET utf8mb4 COLLATE {collation}")
     }
 
     /// The DDL of schema version 1: the schema-version table and the lease table.
@@ -313,6 +317,61 @@ impl Dialect {
                  PRIMARY KEY (namespace, election, term)\n){opts}"
             ),
         ]
+    }
+
+    /// Schema version 3: run records (`store/runs.rs`), one row per
+    /// election and name, live until `expires_us` by the server's clock.
+    pub(super) fn schema_v3(self, prefix: &str, server: ServerKind) -> Vec<String> {
+        let (key, _, int, opts) = self.types(server);
+        // Holds `MAX_RUN_VALUE_BYTES` (4096) bytes of any UTF-8.
+        let value = match self {
+            Dialect::MySql => Self::mysql_varchar(4096, server),
+            _ => "TEXT".into(),
+        };
+        vec![format!(
+            "CREATE TABLE IF NOT EXISTS {prefix}runs (\n  \
+             namespace {key} NOT NULL,\n  \
+             election {key} NOT NULL,\n  \
+             name {key} NOT NULL,\n  \
+             value {value} NOT NULL,\n  \
+             version {int} NOT NULL,\n  \
+             updated_us {int} NOT NULL,\n  \
+             expires_us {int} NOT NULL,\n  \
+             PRIMARY KEY (namespace, election, name)\n){opts}"
+        )]
+    }
+
+    /// The first write of a run record (5 parameters: namespace, election,
+    /// name, value, keep µs), as version 1, returning `columns`.
+    ///
+    /// PostgreSQL and SQLite: one upsert whose update applies only over an
+    /// expired record (a live one keeps its row, and nothing is returned),
+    /// judged by the statement's own now. MySQL/MariaDB: a plain `INSERT`,
+    /// decided by the primary key (a duplicate-key error means someone else
+    /// wrote first); the caller first deletes an expired record of the name,
+    /// which decides nothing (an expired record reads as absent anyway).
+    pub(super) fn insert_run(self, table: &str, columns: &str) -> String {
+        let cols = "(namespace, election, name, value, version, updated_us, expires_us)";
+        let replace_expired = format!(
+            "ON CONFLICT (namespace, election, name) DO UPDATE SET \
+             value = excluded.value, version = 1, updated_us = excluded.updated_us, \
+             expires_us = excluded.expires_us WHERE {table}.expires_us <= excluded.updated_us"
+        );
+        let sql = match self {
+            Dialect::Postgres => format!(
+                "{}INSERT INTO {table} {cols} SELECT ?, ?, ?, ?, 1, c.now_us, c.now_us + ? FROM c \
+                 {replace_expired} RETURNING {columns}",
+                self.with_now()
+            ),
+            Dialect::Sqlite => format!(
+                "INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, 1, {{now}}, {{now}} + ?) \
+                 {replace_expired} RETURNING {columns}"
+            ),
+            Dialect::MySql => {
+                format!("INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, 1, {{now}}, {{now}} + ?)")
+            }
+        };
+        self.finish(sql)
     }
 
     /// Registers or heartbeats `n` members in one statement (7 parameters

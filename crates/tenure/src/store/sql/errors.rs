@@ -44,6 +44,14 @@ pub(crate) fn is_duplicate_column(e: &sqlx::Error) -> bool {
     }
 }
 
+/// A write that would duplicate a primary key: someone else inserted the
+/// row first (MySQL/MariaDB's run record inserts are decided so).
+#[cfg(feature = "mysql")]
+pub(crate) fn is_duplicate_key(e: &sqlx::Error) -> bool {
+    matches!(db_code(e), Some((code, number, msg))
+        if code == "23505" || number == Some(1062) || msg.contains("UNIQUE constraint failed"))
+}
+
 /// PostgreSQL: another process created the same table or index at the same
 /// moment. `CREATE ... IF NOT EXISTS` is not atomic there: the loser of the
 /// race gets a unique violation on the catalog (`pg_type`, `pg_class`) or a

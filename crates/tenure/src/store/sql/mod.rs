@@ -27,6 +27,7 @@
 //! | `bell.rs` | MySQL/MariaDB: a leader's doorbell for hand-over requests |
 //! | `mariadb.rs` | MariaDB ≥ 10.5: a follower's heartbeat and read in one statement |
 //! | `fenced.rs` | transactions fenced by the lease |
+//! | `runs.rs` | run records (`<prefix>runs`), written by compare-and-set |
 //! | `schema.rs`, `errors.rs`, `tls.rs` | schema versions, error mapping, TLS parameters |
 
 mod after;
@@ -49,6 +50,7 @@ mod named_locks;
 #[cfg(feature = "postgres")]
 mod push;
 mod reaps;
+mod runs;
 mod schema;
 mod statements;
 mod store;

@@ -15,13 +15,14 @@ use super::errors::{
 use crate::error::{Error, Result};
 
 /// The schema version this build creates and understands.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The statements that bring the schema from `version - 1` to `version`.
 fn step(dialect: Dialect, prefix: &str, server: ServerKind, version: i64) -> Vec<String> {
     match version {
         1 => dialect.schema_v1(prefix, server),
         2 => dialect.schema_v2(prefix, server),
+        3 => dialect.schema_v3(prefix, server),
         _ => Vec::new(),
     }
 }
@@ -80,7 +81,7 @@ pub(crate) async fn prepare(
         Err(e) => return Err(map_err(store, prefix, e)),
     };
     match found {
-        Some(v) if v == SCHEMA_VERSION => check_leases_table(pool, dialect, prefix, store).await,
+        Some(v) if v == SCHEMA_VERSION => check_tables(pool, dialect, prefix, store).await,
         Some(v) if v > SCHEMA_VERSION => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!(
@@ -101,7 +102,7 @@ pub(crate) async fn prepare(
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
             tracing::info!("migrated the {prefix}* tables from schema version {v} to {SCHEMA_VERSION}");
-            check_leases_table(pool, dialect, prefix, store).await
+            check_tables(pool, dialect, prefix, store).await
         }
         Some(v) if v >= 1 => Err(Error::Schema { source: None,
             store: store.to_string(),
@@ -157,16 +158,14 @@ fn leases_probe(prefix: &str) -> String {
     format!("SELECT namespace, election, holder, metadata, term, version, ttl_us, acquired_us, renewed_us, expires_us, handover_to, handover_until_us, handover_reason, prev_holder, prev_expires_us, start_reason FROM {prefix}leases WHERE 1 = 0")
 }
 
-async fn check_leases_table(
-    pool: &AnyPool,
-    dialect: Dialect,
-    prefix: &str,
-    store: &str,
-) -> Result<()> {
+/// Selects every column of every table, reading no row: a missing table or
+/// column (another program's table of that name) shows up here, at connect.
+async fn check_tables(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &str) -> Result<()> {
     for probe in [
         leases_probe(prefix),
         format!("SELECT namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us FROM {prefix}members WHERE 1 = 0"),
         format!("SELECT namespace, election, term, holder, start_reason, start_us, end_reason, end_us FROM {prefix}history WHERE 1 = 0"),
+        format!("SELECT namespace, election, name, value, version, updated_us, expires_us FROM {prefix}runs WHERE 1 = 0"),
     ] {
         sqlx::query(&dialect.plain(probe))
             .fetch_optional(pool)

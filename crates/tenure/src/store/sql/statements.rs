@@ -1,4 +1,5 @@
-//! The text of every lease, member and history statement, built once per store
+//! The text of every lease, member and history statement (and, through
+//! `runs.rs`, every run record statement), built once per store
 //! from the [`Dialect`] and the table prefix, and [`sent`], which each of them
 //! (and each batched renewal) passes through on its way to the server.
 
@@ -80,6 +81,8 @@ pub(super) struct Statements {
     pub(super) close_history_now: String,
     pub(super) history: String,
     pub(super) trim_history: String,
+    /// Run records' statements (`runs.rs`).
+    pub(super) runs: super::runs::RunStatements,
 }
 
 impl Statements {
@@ -202,6 +205,7 @@ impl Statements {
                 &format!("{key} AND holder = ? AND term = ? AND expires_us > {{now}}"),
                 dialect.for_update(),
             ),
+            runs: super::runs::RunStatements::new(dialect, prefix),
         }
     }
 }

@@ -191,6 +191,10 @@ impl LeaseStore for SqlStore {
         Some(self)
     }
 
+    fn run_records(&self) -> Option<&dyn crate::store::RunRecords> {
+        Some(self)
+    }
+
     fn subscribe(&self) -> Option<Changes> {
         #[cfg(feature = "postgres")]
         if let Some(hub) = &self.push {

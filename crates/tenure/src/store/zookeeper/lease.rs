@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::store::{identity_of, Acquire, Claim, ElectionKey, Handover, LeaseRecord, Tenure};
 
 /// Whether a multi-op failed on one of its conditions (someone else wrote first).
-fn lost_race(e: &MultiWriteError) -> bool {
+pub(super) fn lost_race(e: &MultiWriteError) -> bool {
     matches!(
         e,
         MultiWriteError::OperationFailed {

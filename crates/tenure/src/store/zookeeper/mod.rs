@@ -14,6 +14,8 @@
 //! | `.../handover` | persistent | JSON: a hand-over window (target, reason, length) |
 //! | `.../members/<holder>` | ephemeral | JSON: metadata, priority, TTL |
 //! | `.../history/<term:020>` | persistent | JSON: one term |
+//! | `.../runs` | persistent | nothing; its version counts creations and deletions of run records |
+//! | `.../runs/<name>` | persistent | JSON: a run record's value and keep; its `mtime` is the write, its version + 1 the record's |
 //!
 //! * **Term**: every acquisition is one multi-op that sets the `term` znode
 //!   with the version it read (so two acquisitions cannot both commit), creates
@@ -63,6 +65,7 @@ mod lease;
 mod members;
 mod paths;
 mod read;
+mod runs;
 mod url;
 mod values;
 mod watch;
@@ -321,6 +324,7 @@ impl Inner {
             dir.clone(),
             format!("{dir}/members"),
             format!("{dir}/history"),
+            format!("{dir}/runs"),
         ] {
             match c.create(&p, b"", &opts).await {
                 Ok(_) | Err(ZkError::NodeExists) => {}
@@ -339,6 +343,10 @@ impl Inner {
 #[async_trait]
 impl LeaseStore for ZkStore {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn run_records(&self) -> Option<&dyn super::RunRecords> {
         Some(self)
     }
 

@@ -1,4 +1,4 @@
-//! Znode layout: `<base>/e/<ns>/<election>/{term,state,leader,handover,members/,history/}`
+//! Znode layout: `<base>/e/<ns>/<election>/{term,state,leader,handover,members/,history/,runs/}`
 //! and `<base>/clock`, with names escaped so that every name is one valid
 //! znode segment (no `/`, no `.`/`..`, none of the characters ZooKeeper refuses).
 
@@ -62,6 +62,14 @@ impl Inner {
 
     pub(super) fn history_path(&self, key: &ElectionKey, term: u64) -> String {
         format!("{}/history/{term:020}", self.dir(key))
+    }
+
+    pub(super) fn runs_dir(&self, key: &ElectionKey) -> String {
+        format!("{}/runs", self.dir(key))
+    }
+
+    pub(super) fn run_path(&self, key: &ElectionKey, name: &str) -> String {
+        format!("{}/{}", self.runs_dir(key), seg(name))
     }
 
     pub(super) fn clock_path(&self) -> String {

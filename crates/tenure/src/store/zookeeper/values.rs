@@ -57,3 +57,12 @@ pub(super) struct HistoryValue {
     pub(super) end_reason: String,
     pub(super) end_at_us: Option<i64>,
 }
+
+/// A run record's znode (`runs.rs`): its `mtime` is when it was written,
+/// its data version + 1 the record's version.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct RunValue {
+    pub(super) value: String,
+    /// Kept at least this long after the write (the znode's `mtime`).
+    pub(super) keep_ms: u64,
+}
