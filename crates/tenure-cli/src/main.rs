@@ -6,6 +6,7 @@ mod failure;
 mod handover;
 mod job;
 mod migrate;
+mod once;
 mod run;
 mod serve;
 mod status;

@@ -8,6 +8,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::args::RunArgs;
 use crate::failure::Failure;
 use crate::job::{self, exit_code, Exit, Guard, Job};
+use crate::once::{Attempt, Begin, Once};
 
 /// Exit code of `--exit-on-loss` when leadership was lost.
 const EXIT_LOST: u8 = 3;
@@ -110,6 +111,20 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                 tenure::MAX_PRIORITY
             ))
         })?;
+    // `--once`: a KEY already settled needs no campaign at all.
+    let once = match &a.once {
+        Some(name) => {
+            tenure::validate_name("election", &a.election)?;
+            tenure::validate_name("namespace", &a.namespace)?;
+            let key = tenure::store::ElectionKey::new(a.namespace.clone(), a.election.clone());
+            let once = Once::new(store.clone(), key, name.clone(), a.attempts, a.keep)?;
+            if let Some(code) = once.settled().await? {
+                return Ok(code);
+            }
+            Some(once)
+        }
+        None => None,
+    };
     let mut builder = Elector::builder(store.clone())
         .priority(priority)
         .namespace(a.namespace.clone())
@@ -164,10 +179,68 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                 let _ = elector.shutdown().await;
                 return Ok(code);
             }
+            settled = settled_elsewhere(once.as_ref(), elector.leadership()) => {
+                let _ = elector.shutdown().await;
+                return settled;
+            }
         };
-        match lead(&a, &elector, &mut guard, &leadership, &mut signals, grace).await? {
+        let attempt = match &once {
+            Some(once) => match once.begin(&leadership).await {
+                Ok(Begin::Run(attempt)) => Some((once, attempt)),
+                Ok(Begin::Settled(code)) => {
+                    release(&elector, leadership.hold()).await;
+                    return Ok(code);
+                }
+                Err(e) => {
+                    // The record could not be read or written (a store
+                    // blip): the job does not run without it. Hand over
+                    // and try again as a follower.
+                    tracing::warn!("--once: {e}; handing over and trying again");
+                    let _ = elector.resign().await;
+                    continue;
+                }
+            },
+            None => None,
+        };
+        match lead(
+            &a,
+            &elector,
+            &mut guard,
+            &leadership,
+            &mut signals,
+            grace,
+            attempt,
+        )
+        .await?
+        {
             After::Campaign => continue,
             After::Exit(code) => return Ok(code),
+        }
+    }
+}
+
+/// With `--once`, resolves with the code to exit with once KEY is settled
+/// by another replica: the record is read whenever leadership moves (the
+/// runner writes the outcome before it lets the lease go). Never without.
+async fn settled_elsewhere(
+    once: Option<&Once>,
+    mut state: tokio::sync::watch::Receiver<State>,
+) -> Result<u8, Failure> {
+    let Some(once) = once else {
+        return std::future::pending().await;
+    };
+    loop {
+        if state.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        // This replica's own acquisition reads the record itself.
+        if matches!(*state.borrow_and_update(), State::Leading { .. }) {
+            continue;
+        }
+        match once.settled().await {
+            Ok(Some(code)) => return Ok(code),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("--once: {e}"),
         }
     }
 }
@@ -280,6 +353,7 @@ async fn lead(
     leadership: &Leadership,
     signals: &mut Signals,
     grace: Duration,
+    mut once: Option<(&Once, Attempt)>,
 ) -> Result<After, Failure> {
     let hold = leadership.hold();
     let mut renewals = leadership.clone();
@@ -319,7 +393,14 @@ async fn lead(
         if leadership.is_stepping_down() {
             return stepped_down(a, elector, leadership, hold).await;
         }
-        let mut child = match guard.spawn(leadership.term(), 0, deadline).await {
+        let mut child = match guard
+            .spawn(
+                leadership.term(),
+                once.as_ref().map_or(0, |(_, at)| at.number),
+                deadline,
+            )
+            .await
+        {
             Ok(c) => c,
             // tenure was not scheduled in time and the deadline passed.
             Err(_) if !leadership.is_valid() => return lost(a, elector, leadership, hold).await,
@@ -397,6 +478,26 @@ async fn lead(
                 continue;
             }
             return lost(a, elector, leadership, hold).await;
+        }
+        if let Some((once, attempt)) = once.take() {
+            // The outcome is written while the lease is still ours.
+            return match once.finish(attempt, code).await {
+                Ok(Some(settled)) => {
+                    release(elector, hold).await;
+                    Ok(After::Exit(settled))
+                }
+                Ok(None) => {
+                    // Failed, with attempts left: the next leader (maybe
+                    // this replica again) tries again.
+                    drop(hold);
+                    let _ = elector.resign().await;
+                    Ok(After::Campaign)
+                }
+                Err(e) => {
+                    release(elector, hold).await;
+                    Err(e)
+                }
+            };
         }
         tracing::info!(code, "command exited; releasing the lease");
         release(elector, hold).await;

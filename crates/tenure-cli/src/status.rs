@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tenure::http::ElectionView;
-use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord};
+use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord, RunRecord};
 
 use crate::args::StatusArgs;
 use crate::failure::Failure;
@@ -41,11 +41,16 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         tenure::store::members_of(&*store, &records, a.namespace.as_deref()).await?;
     let mut members = Vec::new();
     let mut histories = Vec::new();
+    let mut runs = Vec::new();
     for r in &records {
         members.push(by_election.remove(&r.key).unwrap_or_default());
         histories.push(match a.history {
             Some(n) => store.history(&r.key, n).await?,
             None => Vec::new(),
+        });
+        runs.push(match (a.history, store.run_records()) {
+            (Some(n), Some(records)) => records.list(&r.key, n).await?,
+            _ => Vec::new(),
         });
     }
     if a.json {
@@ -62,10 +67,16 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         println!("no elections in {}", store.describe());
     } else {
         print!("{}", render_table(&records));
-        for ((r, m), h) in records.iter().zip(members.iter()).zip(histories.iter()) {
+        for (((r, m), h), runs) in records
+            .iter()
+            .zip(members.iter())
+            .zip(histories.iter())
+            .zip(runs.iter())
+        {
             print!("{}", render_members(r, m));
             if a.history.is_some() {
                 print!("{}", render_history(r, h));
+                print!("{}", render_runs(r, runs));
             }
         }
     }
@@ -154,6 +165,24 @@ fn render_history(r: &LeaseRecord, history: &[HistoryRecord]) -> String {
         ]);
     }
     let mut out = format!("\n{} recent terms:\n", r.key);
+    out.push_str(&columns(&rows, "  "));
+    out
+}
+
+/// The `--once` keys of an election, most recent first; nothing if none.
+fn render_runs(r: &LeaseRecord, runs: &[RunRecord]) -> String {
+    if runs.is_empty() {
+        return String::new();
+    }
+    let mut rows = vec![["ONCE KEY".to_string(), "UPDATED".into(), "STATE".into()]];
+    for run in runs {
+        let state = match crate::once::parse(run) {
+            Ok(state) => state.describe(),
+            Err(_) => format!("unreadable record: {:?}", run.value),
+        };
+        rows.push([run.name.clone(), timestamp(run.updated_at_us), state]);
+    }
+    let mut out = format!("\n{} recent --once keys:\n", r.key);
     out.push_str(&columns(&rows, "  "));
     out
 }

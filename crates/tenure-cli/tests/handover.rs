@@ -12,15 +12,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, tenure, text, wait_until};
+use common::{spawn_tenure, store_url, tenure, text, wait_until};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tenure::store::{ElectionKey, StoreOptions};
-use tenure::testing::servers;
-use tenure_testsupport::{EtcdCluster, ZkEnsemble};
 
 /// Traps SIGTERM, then keeps beating for 200 ms (inside the 500 ms kill
 /// grace) and exits 0, saying so: a job that got its grace leaves
@@ -44,35 +41,6 @@ while True:
             sys.exit(0)
     time.sleep(0.002)
 "#;
-
-fn etcd() -> Option<&'static EtcdCluster> {
-    static ETCD: OnceLock<Option<EtcdCluster>> = OnceLock::new();
-    ETCD.get_or_init(|| EtcdCluster::start_or_skip(1, servers::required()))
-        .as_ref()
-}
-
-fn zk() -> Option<&'static ZkEnsemble> {
-    static ZK: OnceLock<Option<ZkEnsemble>> = OnceLock::new();
-    ZK.get_or_init(|| ZkEnsemble::start_or_skip(1, servers::required()))
-        .as_ref()
-}
-
-/// The store URL to test on, or `None` (with the reason printed) where the
-/// server is missing and CI does not require it.
-async fn store_url(store: &str, dir: &Path) -> Option<String> {
-    let url = match store {
-        "sqlite" => format!("sqlite://{}", dir.join("tenure.db").display()),
-        "mariadb" => servers::mysql_url(),
-        "postgres" => servers::postgres_url(),
-        "redis" => servers::redis_url(),
-        "etcd" => etcd()?.url(),
-        "zookeeper" => zk()?.url(),
-        other => panic!("unknown store {other}"),
-    };
-    servers::connect_or_skip(&url, &StoreOptions::default())
-        .await
-        .map(|_| url)
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Request {

@@ -117,3 +117,41 @@ impl Drop for DropTables {
         .join();
     }
 }
+
+fn etcd() -> Option<&'static tenure_testsupport::EtcdCluster> {
+    static ETCD: std::sync::OnceLock<Option<tenure_testsupport::EtcdCluster>> =
+        std::sync::OnceLock::new();
+    ETCD.get_or_init(|| {
+        tenure_testsupport::EtcdCluster::start_or_skip(1, tenure::testing::servers::required())
+    })
+    .as_ref()
+}
+
+fn zk() -> Option<&'static tenure_testsupport::ZkEnsemble> {
+    static ZK: std::sync::OnceLock<Option<tenure_testsupport::ZkEnsemble>> =
+        std::sync::OnceLock::new();
+    ZK.get_or_init(|| {
+        tenure_testsupport::ZkEnsemble::start_or_skip(1, tenure::testing::servers::required())
+    })
+    .as_ref()
+}
+
+/// The URL of `store` (sqlite, mariadb, postgres, redis, etcd, zookeeper)
+/// to test on: a file in `dir`, the shared servers, or a private etcd or
+/// ZooKeeper for this test binary. `None`, with the reason printed, where
+/// the server is missing and CI does not require it.
+pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
+    use tenure::testing::servers;
+    let url = match store {
+        "sqlite" => format!("sqlite://{}", dir.join("tenure.db").display()),
+        "mariadb" => servers::mysql_url(),
+        "postgres" => servers::postgres_url(),
+        "redis" => servers::redis_url(),
+        "etcd" => etcd()?.url(),
+        "zookeeper" => zk()?.url(),
+        other => panic!("unknown store {other}"),
+    };
+    servers::connect_or_skip(&url, &tenure::store::StoreOptions::default())
+        .await
+        .map(|_| url)
+}
