@@ -64,6 +64,10 @@ pub(crate) struct Campaign {
     /// stopping before a hand-over: answered, and acted on, once the lease
     /// has been handed over.
     shutdown_pending: Option<oneshot::Sender<Result<()>>>,
+    /// Leaving the member list, started while the work stops before a
+    /// hand-over, so that no follower takes this candidate for the
+    /// designated successor of the lease it is about to free.
+    leaving: Option<tokio::task::JoinHandle<Result<bool>>>,
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -94,6 +98,7 @@ impl Campaign {
             woken_by_push: false,
             pushed_for_us: false,
             shutdown_pending: None,
+            leaving: None,
         }
     }
 
@@ -278,6 +283,15 @@ impl Campaign {
             return true;
         }
         tracing::info!(election = %self.config.key, term = tenure.term, "waiting for the work to stop before handing over");
+        // Meanwhile, out of the member list (see `leave_after_handing_over`).
+        self.shared
+            .pause_membership(self.now() + self.timing().hold_off);
+        let (store, key, holder) = (
+            self.store.clone(),
+            self.config.key.clone(),
+            self.config.holder.clone(),
+        );
+        self.leaving = Some(tokio::spawn(async move { store.leave(&key, &holder).await }));
         let deadline = self.current_deadline();
         let released = holds.released();
         tokio::pin!(released);
@@ -1175,7 +1189,19 @@ impl Campaign {
     async fn leave_after_handing_over(&mut self) {
         self.shared
             .pause_membership(self.now() + self.timing().hold_off);
-        let leave = self.store.leave(&self.config.key, &self.config.holder);
+        let leaving = self.leaving.take();
+        let (store, key, holder) = (
+            self.store.clone(),
+            self.config.key.clone(),
+            self.config.holder.clone(),
+        );
+        let leave = async move {
+            match leaving {
+                // Started while the work stopped: wait for that one.
+                Some(task) => task.await.unwrap_or(Ok(false)),
+                None => store.leave(&key, &holder).await,
+            }
+        };
         // Best effort: a member row left behind only lists this process
         // until its hold-off ends or the row expires, and its hold-off
         // keeps it out of the race meanwhile.
