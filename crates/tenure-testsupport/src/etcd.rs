@@ -120,7 +120,23 @@ impl EtcdCluster {
         };
         for i in 0..n {
             let log = std::fs::File::create(cluster.log_path(i))?;
-            let mut command = Command::new(&bin);
+            // Through a shell that SIGKILLs etcd when its stdin (a pipe this
+            // process holds) closes, and then removes the member's data (in
+            // /dev/shm: memory): when this process exits, even with the
+            // cluster in a `static` that is never dropped. The shell exits
+            // with etcd, so a member that dies is still seen.
+            let mut command = Command::new("sh");
+            command
+                .arg("-c")
+                .arg(concat!(
+                    r#"exec 3<&0; "$0" "$@" </dev/null 3<&- & j=$!; "#,
+                    r#"(read _ <&3; kill -9 $j; sleep 0.5; rm -rf "$TENURE_ETCD_DATA") & wait $j"#
+                ))
+                .arg(&bin)
+                .env(
+                    "TENURE_ETCD_DATA",
+                    cluster.dir.path().join(format!("m{i}")),
+                );
             if let Some(ca) = &cluster.tls {
                 command
                     .arg(format!("--cert-file={}", ca.server_cert.display()))
@@ -164,7 +180,7 @@ impl EtcdCluster {
                 .arg(format!("--initial-cluster-token={token}"))
                 .arg("--heartbeat-interval=25")
                 .arg("--election-timeout=250")
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::from(log))
                 .spawn()
@@ -281,7 +297,8 @@ impl EtcdCluster {
     /// Kills member `i` with SIGKILL and reaps it.
     pub fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.members.get_mut(i).and_then(Option::take) {
-            let _ = child.kill();
+            // Closing the shell's stdin makes it SIGKILL etcd (see `start_with`).
+            drop(child.stdin.take());
             let _ = child.wait();
         }
     }
