@@ -4,6 +4,10 @@
 
 mod common;
 
+use common::parent_of;
+
+use common::rand_u32;
+
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -275,14 +279,6 @@ async fn once_runs_the_job_once_across_replicas(store: &str) {
     );
 }
 
-fn rand_u32() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos()
-        ^ std::process::id()
-}
-
 macro_rules! once_tests {
     ($($store:ident: $name:literal),* $(,)?) => {$(
         mod $store {
@@ -324,16 +320,7 @@ async fn once_runs_the_job_again_when_its_runner_dies() {
     })
     .await;
     // The guard's parent is the `tenure run` that runs the job.
-    let stat = std::fs::read_to_string(format!("/proc/{guard}/stat")).unwrap();
-    let runner: i32 = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let runner = parent_of(guard).expect("the runner");
     kill(Pid::from_raw(runner), Signal::SIGKILL).unwrap();
     let (killed, survivor) = if runner == a.id() as i32 {
         (a, b)

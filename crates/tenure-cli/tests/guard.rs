@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::parent_of;
+
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -643,16 +645,6 @@ async fn frozen_tree_is_killed_right_after_sigcont(kind: Kind) {
         "{kind:?}: job still alive {stale:?} after SIGCONT\n{}",
         logs(d)
     );
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 #[tokio::test]

@@ -10,6 +10,10 @@
 
 mod common;
 
+use common::parent_of;
+
+use common::rand_u32;
+
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -113,16 +117,6 @@ fn jobs(dir: &Path) -> Vec<(u64, PathBuf)> {
         .unwrap_or_default();
     out.sort();
     out
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn logs(cands: &[&Candidate]) -> String {
@@ -311,14 +305,6 @@ impl Drop for Resume {
 
 fn scopeguard(pid: i32) -> Resume {
     Resume(pid)
-}
-
-fn rand_u32() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos()
-        ^ std::process::id()
 }
 
 macro_rules! handover_tests {

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::rand_u32;
+
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -400,14 +402,6 @@ async fn three_processes_on_mariadb_one_command_at_a_time() {
     // Stopping the three one after another may let a later one take over
     // once more, so the final takeover need not be the last start.
     assert!(terms.contains(&term), "{term} in {terms:?}");
-}
-
-fn rand_u32() -> u32 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos()
-        ^ std::process::id()
 }
 
 /// The store goes silent (a blackholed network). The command ignores SIGTERM,

@@ -133,10 +133,7 @@ impl EtcdCluster {
                     r#"(read _ <&3; kill -9 $j; sleep 0.5; rm -rf "$TENURE_ETCD_DATA") & wait $j"#
                 ))
                 .arg(&bin)
-                .env(
-                    "TENURE_ETCD_DATA",
-                    cluster.dir.path().join(format!("m{i}")),
-                );
+                .env("TENURE_ETCD_DATA", cluster.dir.path().join(format!("m{i}")));
             if let Some(ca) = &cluster.tls {
                 command
                     .arg(format!("--cert-file={}", ca.server_cert.display()))

@@ -291,7 +291,9 @@ impl Campaign {
             self.config.key.clone(),
             self.config.holder.clone(),
         );
-        self.leaving = Some(tokio::spawn(async move { store.leave(&key, &holder).await }));
+        self.leaving = Some(tokio::spawn(
+            async move { store.leave(&key, &holder).await },
+        ));
         let deadline = self.current_deadline();
         let released = holds.released();
         tokio::pin!(released);

@@ -155,3 +155,24 @@ pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
         .await
         .map(|_| url)
 }
+
+/// The parent of `pid`, from `/proc` (for a job: its guard; for a guard: its `tenure run`).
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// A number that differs between runs and processes, for names of elections
+/// on the shared servers.
+pub fn rand_u32() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        ^ std::process::id()
+}
