@@ -363,7 +363,7 @@ impl Run {
     /// fault kills and restarts the leader, which then cannot act, so only
     /// blackholes make overlaps (46 of 47 violations over 18 seeds). A 25 s
     /// run injects 4 to 6 faults; drawn, about one seed in 20 to 30 got no
-    /// blackhole and passed a broken setup (CI, stop 21).
+    /// blackhole and passed a broken setup.
     fn next_kind(&mut self, n: usize, count: usize) -> usize {
         if self.args.expects_violations() {
             (n - 1) % count
