@@ -181,10 +181,15 @@ impl Once {
     /// The code to exit with if KEY is settled, logging by whom.
     pub async fn settled(&self) -> Result<Option<u8>, Failure> {
         Ok(match self.read().await? {
-            Some((state, _)) => state.settled_code().inspect(|code| {
-                tracing::info!(once = %self.name, code, "{}; not running the command", state.describe())
-            }),
+            Some((state, _)) => self.settled_code(&state),
             None => None,
+        })
+    }
+
+    /// `state`'s settled code, logged as the reason not to run the command.
+    fn settled_code(&self, state: &RunState) -> Option<u8> {
+        state.settled_code().inspect(|code| {
+            tracing::info!(once = %self.name, code, "{}; not running the command", state.describe())
         })
     }
 
@@ -194,8 +199,7 @@ impl Once {
             let current = self.read().await?;
             let (prior, version) = match current {
                 Some((state, version)) => {
-                    if let Some(code) = state.settled_code() {
-                        tracing::info!(once = %self.name, code, "{}; not running the command", state.describe());
+                    if let Some(code) = self.settled_code(&state) {
                         return Ok(Begin::Settled(code));
                     }
                     if state.outcome == Outcome::Running {

@@ -188,7 +188,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
             Some(once) => match once.begin(&leadership).await {
                 Ok(Begin::Run(attempt)) => Some((once, attempt)),
                 Ok(Begin::Settled(code)) => {
-                    release(&elector, leadership.hold()).await;
+                    release_lease(&elector).await;
                     return Ok(code);
                 }
                 Err(e) => {
@@ -558,6 +558,11 @@ async fn stop(child: &mut Job<'_>, leadership: Option<&Leadership>, grace: Durat
 /// Releases the lease once the command is gone (the hold dropped first).
 async fn release(elector: &Elector, hold: HandoverHold) {
     drop(hold);
+    release_lease(elector).await;
+}
+
+/// Shuts the elector down, which releases the lease.
+async fn release_lease(elector: &Elector) {
     if let Err(e) = elector.shutdown().await {
         tracing::warn!("could not release the lease ({e}); it expires by itself");
     }

@@ -58,28 +58,24 @@ async fn leader(dir: &Path, url: &str, election: &str) -> Leader {
     Leader(child)
 }
 
+/// Runs `tenure run --election nightly WAIT... -- touch ran` to completion
+/// in `dir`; returns its output and how long it took.
+fn touch_ran(dir: &Path, url: &str, wait: &[&str]) -> (std::process::Output, Duration) {
+    let mut args = vec!["run", "--store", url, "--election", "nightly"];
+    args.extend_from_slice(wait);
+    args.extend_from_slice(&["--", "touch", "ran"]);
+    let start = Instant::now();
+    let out = tenure(dir, &args);
+    (out, start.elapsed())
+}
+
 #[tokio::test]
 async fn no_wait_against_a_live_leader_exits_75_at_once_without_running() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let url = sqlite_url(d);
     let _leader = leader(d, &url, "nightly").await;
-    let start = Instant::now();
-    let out = tenure(
-        d,
-        &[
-            "run",
-            "--store",
-            &url,
-            "--election",
-            "nightly",
-            "--no-wait",
-            "--",
-            "touch",
-            "ran",
-        ],
-    );
-    let took = start.elapsed();
+    let (out, took) = touch_ran(d, &url, &["--no-wait"]);
     assert_eq!(out.status.code(), Some(EXIT_NOT_LEADER), "{}", text(&out));
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert!(!d.join("ran").exists(), "the job must not run");
@@ -95,20 +91,7 @@ async fn no_wait_on_a_free_election_runs_the_job() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let url = sqlite_url(d);
-    let out = tenure(
-        d,
-        &[
-            "run",
-            "--store",
-            &url,
-            "--election",
-            "nightly",
-            "--no-wait",
-            "--",
-            "touch",
-            "ran",
-        ],
-    );
+    let (out, _) = touch_ran(d, &url, &["--no-wait"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(d.join("ran").exists());
 }
@@ -119,23 +102,7 @@ async fn timeout_gives_up_after_its_time_without_running() {
     let d = dir.path();
     let url = sqlite_url(d);
     let _leader = leader(d, &url, "nightly").await;
-    let start = Instant::now();
-    let out = tenure(
-        d,
-        &[
-            "run",
-            "--store",
-            &url,
-            "--election",
-            "nightly",
-            "--timeout",
-            "2s",
-            "--",
-            "touch",
-            "ran",
-        ],
-    );
-    let took = start.elapsed();
+    let (out, took) = touch_ran(d, &url, &["--timeout", "2s"]);
     assert_eq!(out.status.code(), Some(EXIT_NOT_LEADER), "{}", text(&out));
     assert!(
         took >= Duration::from_secs(2) && took < Duration::from_secs(4),

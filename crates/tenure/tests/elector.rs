@@ -807,12 +807,16 @@ async fn a_leader_that_stops_leading_heartbeats_again() {
     b.shutdown().await.unwrap();
 }
 
-/// A resign waits for the work that holds the tenure: the lease stays ours
-/// in the store (nobody can start a second copy of the work) until the
-/// hold is dropped, then it is handed over at once.
-#[tokio::test]
-async fn resign_hands_over_only_once_the_work_has_stopped() {
-    let w = World::new();
+/// A leader whose work holds its tenure, asked to resign: returns once the
+/// work was asked to stop, with the resign still waiting.
+async fn resigning_while_held(
+    w: &World,
+) -> (
+    Elector,
+    tenure::Leadership,
+    tenure::HandoverHold,
+    tokio::task::JoinHandle<tenure::Result<()>>,
+) {
     let a = w.elector("a");
     let leadership = tokio::time::timeout(Duration::from_secs(5), a.acquired())
         .await
@@ -826,6 +830,16 @@ async fn resign_hands_over_only_once_the_work_has_stopped() {
     tokio::time::timeout(Duration::from_secs(5), leadership.stepping_down())
         .await
         .expect("the work is asked to stop");
+    (a, leadership, hold, resign)
+}
+
+/// A resign waits for the work that holds the tenure: the lease stays ours
+/// in the store (nobody can start a second copy of the work) until the
+/// hold is dropped, then it is handed over at once.
+#[tokio::test]
+async fn resign_hands_over_only_once_the_work_has_stopped() {
+    let w = World::new();
+    let (a, leadership, hold, resign) = resigning_while_held(&w).await;
     assert!(leadership.is_stepping_down());
     w.advance(Duration::from_secs(1), Duration::from_millis(50))
         .await;
@@ -854,19 +868,7 @@ async fn resign_hands_over_only_once_the_work_has_stopped() {
 #[tokio::test]
 async fn a_hold_never_keeps_leadership_past_the_deadline() {
     let w = World::new();
-    let a = w.elector("a");
-    let leadership = tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
-    let hold = leadership.hold();
-    let resign = tokio::spawn({
-        let a = a.clone();
-        async move { a.resign().await }
-    });
-    tokio::time::timeout(Duration::from_secs(5), leadership.stepping_down())
-        .await
-        .unwrap();
+    let (a, leadership, hold, resign) = resigning_while_held(&w).await;
     // Past the local deadline (9.85 s), before the store's expiry (10 s).
     w.advance(Duration::from_millis(9900), Duration::from_millis(100))
         .await;

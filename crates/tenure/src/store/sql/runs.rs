@@ -271,16 +271,7 @@ impl RunRecords for SqlStore {
 
     async fn list(&self, key: &ElectionKey, limit: usize) -> Result<Vec<RunRecord>> {
         check_key(key)?;
-        let rows = sqlx::query(&sent(self.dialect, &self.statements.runs.list))
-            .bind(key.namespace.as_str())
-            .bind(key.election.as_str())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
+        self.newest_of_election(&self.statements.runs.list, key, limit, decode_run)
             .await
-            .map_err(|e| self.wrap(e))?;
-        rows.iter()
-            .map(decode_run)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.wrap(e))
     }
 }

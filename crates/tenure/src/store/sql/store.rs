@@ -64,6 +64,28 @@ impl SqlStore {
 }
 
 impl SqlStore {
+    /// Runs `statement` (bound to the election and a row limit: history,
+    /// run records) and decodes its rows.
+    pub(super) async fn newest_of_election<T>(
+        &self,
+        statement: &str,
+        key: &ElectionKey,
+        limit: usize,
+        decode: fn(&sqlx::any::AnyRow) -> std::result::Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>> {
+        let rows = sqlx::query(&sent(self.dialect, statement))
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        rows.iter()
+            .map(decode)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))
+    }
+
     async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
         let ttl_us = duration_us(claim.ttl);
         let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
@@ -466,17 +488,8 @@ impl LeaseStore for SqlStore {
     }
 
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
-        let rows = sqlx::query(&sent(self.dialect, &self.statements.history))
-            .bind(key.namespace.as_str())
-            .bind(key.election.as_str())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
+        self.newest_of_election(&self.statements.history, key, limit, decode_history)
             .await
-            .map_err(|e| self.wrap(e))?;
-        rows.iter()
-            .map(decode_history)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.wrap(e))
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
