@@ -13,6 +13,7 @@ use tenure::store::{DynStore, ElectionKey, LeaseRecord, StoreOptions};
 
 use crate::args::DemoArgs;
 use crate::failure::Failure;
+use crate::output::out;
 
 struct Candidate {
     name: String,
@@ -36,10 +37,15 @@ pub async fn demo(a: DemoArgs) -> Result<u8, Failure> {
     let exe = std::env::current_exe().map_err(runtime)?;
     let ttl = humantime::format_duration(a.ttl).to_string();
     let start = Instant::now();
-    let say = |msg: String| println!("[{:>6.2}s] {msg}", start.elapsed().as_secs_f64());
+    let say = |msg: String| {
+        crate::output::write(&format!(
+            "[{:>6.2}s] {msg}\n",
+            start.elapsed().as_secs_f64()
+        ))
+    };
 
-    println!("tenure demo: three `tenure run` processes compete for the election \"demo\"");
-    println!("            on {url} (lease ttl {ttl}); only the leader runs its command.\n");
+    out!("tenure demo: three `tenure run` processes compete for the election \"demo\"");
+    out!("            on {url} (lease ttl {ttl}); only the leader runs its command.\n");
     let mut candidates = Vec::new();
     for i in 1..=3 {
         let name = format!("candidate-{i}");
@@ -76,8 +82,8 @@ pub async fn demo(a: DemoArgs) -> Result<u8, Failure> {
         let _ = tokio::time::timeout(Duration::from_secs(5), c.child.wait()).await;
     }
     result?;
-    println!("\nTry it yourself: `tenure run --election nightly -- ./job.sh` on each replica,");
-    println!("then `tenure status` to see who leads.");
+    out!("\nTry it yourself: `tenure run --election nightly -- ./job.sh` on each replica,");
+    out!("then `tenure status` to see who leads.");
     Ok(0)
 }
 
@@ -90,14 +96,14 @@ async fn script(
     key: &ElectionKey,
     candidates: &mut [Candidate],
     ttl: Duration,
-    say: &dyn Fn(String),
+    say: &dyn Fn(String) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let first = wait_for(store, key, Duration::from_secs(20), |r| r.is_held()).await?;
     let leader = identity(first.holder.as_deref().unwrap_or_default()).to_string();
     say(format!(
         "{leader} leads (term {}); the other two follow and only read",
         first.term
-    ));
+    ))?;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Crash: SIGKILL, no release. The others wait for the lease to run out.
@@ -118,7 +124,7 @@ async fn script(
     say(format!(
         "kill -9 {leader} (pid {pid}); its lease has {:.2}s left and nobody will release it",
         before.remaining.as_secs_f64()
-    ));
+    ))?;
     let second = wait_for(store, key, ttl * 3, |r| r.is_held() && r.term > first.term).await?;
     let took = killed_at.elapsed();
     let after_expiry = (second.acquired_at_us - before.expires_at_us) as f64 / 1000.0;
@@ -127,7 +133,7 @@ async fn script(
         "{leader2} takes over (term {}): {:.2}s after the kill, {after_expiry:.0}ms after the old lease expired",
         second.term,
         took.as_secs_f64()
-    ));
+    ))?;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Graceful: SIGTERM makes `tenure run` stop its command and release.
@@ -141,7 +147,7 @@ async fn script(
         .ok_or_else(|| runtime("leader already exited"))?;
     say(format!(
         "asking {leader2} to stop (SIGTERM): it stops its command and releases the lease"
-    ));
+    ))?;
     kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(runtime)?;
     let sent = Instant::now();
     // Poll closely enough to see the vacant moment: the release stamps the
@@ -177,15 +183,12 @@ async fn script(
     say(format!(
         "{leader3} takes over (term {}): {handover}",
         third.term
-    ));
-    println!();
-    print!(
-        "{}",
-        crate::status::render_table(&[store
-            .read(key)
-            .await?
-            .ok_or_else(|| runtime("lease vanished"))?])
-    );
+    ))?;
+    out!();
+    crate::output::write(&crate::status::render_table(&[store
+        .read(key)
+        .await?
+        .ok_or_else(|| runtime("lease vanished"))?]))?;
     Ok(())
 }
 

@@ -9,6 +9,9 @@ pub enum Failure {
     Usage(String),
     /// The command was fine but could not be carried out (exit 1).
     Runtime(String),
+    /// Whoever read stdout went away (`tenure status | head -1`): stop
+    /// quietly, exit 0.
+    ReaderGone,
 }
 
 impl Failure {
@@ -16,6 +19,7 @@ impl Failure {
         match self {
             Failure::Usage(_) => 2,
             Failure::Runtime(_) => 1,
+            Failure::ReaderGone => 0,
         }
     }
 }
@@ -24,6 +28,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Usage(m) | Failure::Runtime(m) => f.write_str(m),
+            Failure::ReaderGone => f.write_str("standard output was closed"),
         }
     }
 }

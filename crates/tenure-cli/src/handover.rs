@@ -7,6 +7,7 @@ use tenure::store::{DynStore, ElectionKey, LeaseRecord};
 
 use crate::args::{ResignArgs, TransferArgs};
 use crate::failure::Failure;
+use crate::output::out;
 
 fn key(namespace: &str, election: &str) -> Result<ElectionKey, Failure> {
     tenure::validate_name("election", election)?;
@@ -29,7 +30,7 @@ pub async fn resign(a: ResignArgs) -> Result<u8, Failure> {
     let marked = tenure::handover::resign(&store, &key)
         .await
         .map_err(no_leader)?;
-    println!(
+    out!(
         "asked {} (term {}) to step down",
         marked.holder.as_deref().unwrap_or("?"),
         marked.term
@@ -46,7 +47,7 @@ pub async fn transfer(a: TransferArgs) -> Result<u8, Failure> {
     let marked = tenure::handover::transfer(&store, &key, &a.to, window)
         .await
         .map_err(no_leader)?;
-    println!(
+    out!(
         "asked {} (term {}) to hand over to {}",
         marked.holder.as_deref().unwrap_or("?"),
         marked.term,
@@ -66,7 +67,7 @@ async fn report_next(
     while start.elapsed() < wait {
         if let Some(r) = store.read(key).await? {
             if r.is_held() && r.term > marked.term {
-                println!(
+                out!(
                     "{} leads now (term {}, {}), {} ms after the request",
                     r.holder.as_deref().unwrap_or("?"),
                     r.term,
@@ -78,6 +79,6 @@ async fn report_next(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    println!("no new leader within {wait:?}; `tenure watch` follows the hand-over");
+    out!("no new leader within {wait:?}; `tenure watch` follows the hand-over");
     Ok(0)
 }

@@ -7,6 +7,7 @@ mod handover;
 mod job;
 mod migrate;
 mod once;
+mod output;
 mod run;
 mod serve;
 mod status;
@@ -75,6 +76,7 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(failure::Failure::ReaderGone) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("tenure: error: {f}");
             ExitCode::from(f.exit_code())

@@ -110,9 +110,8 @@ pub fn spawn(
 /// Prints where the API listens (stdout, flushed: scripts wait for it).
 pub fn announce(listener: &TcpListener) {
     if let Ok(addr) = listener.local_addr() {
-        println!("serving http://{addr}");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
+        // Nobody reading stdout is no reason to stop serving.
+        let _ = crate::output::write(&format!("serving http://{addr}\n"));
     }
 }
 

@@ -7,6 +7,7 @@ use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord, RunRecord};
 
 use crate::args::StatusArgs;
 use crate::failure::Failure;
+use crate::output::out;
 
 pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
     let key = match &a.election {
@@ -62,26 +63,26 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
             .collect();
         let text = serde_json::to_string_pretty(&rows)
             .map_err(|e| Failure::Runtime(format!("cannot encode JSON: {e}")))?;
-        println!("{text}");
+        out!("{text}");
     } else if records.is_empty() {
-        println!("no elections in {}", store.describe());
+        out!("no elections in {}", store.describe());
     } else {
-        print!("{}", render_table(&records));
+        crate::output::write(&render_table(&records))?;
         for (((r, m), h), runs) in records
             .iter()
             .zip(members.iter())
             .zip(histories.iter())
             .zip(runs.iter())
         {
-            print!("{}", render_members(r, m));
+            crate::output::write(&render_members(r, m))?;
             if a.history.is_some() {
-                print!("{}", render_history(r, h));
-                print!("{}", render_runs(r, runs));
+                crate::output::write(&render_history(r, h))?;
+                crate::output::write(&render_runs(r, runs))?;
             }
         }
     }
     if !a.json {
-        println!("push: {}", push_health(&store).await);
+        out!("push: {}", push_health(&store).await);
     }
     Ok(0)
 }

@@ -60,9 +60,9 @@ pub async fn watch(a: WatchArgs) -> Result<u8, Failure> {
                 other => format!("{at}  {other:?}"),
             }
         };
-        // A closed pipe (e.g. `tenure watch | head`) ends the command quietly.
-        if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-            return Ok(0);
-        }
+        // A closed pipe (`tenure watch | head`) ends the command quietly.
+        writeln!(out, "{line}")
+            .and_then(|_| out.flush())
+            .map_err(crate::output::failure)?;
     }
 }

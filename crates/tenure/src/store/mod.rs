@@ -83,9 +83,28 @@ impl ElectionKey {
     }
 }
 
+/// `namespace/election`. A part that contains `/` (or starts with `"`) is
+/// quoted, so that `a/b` + `c` (`"a/b"/c`) and `a` + `b/c` (`a/"b/c"`) never
+/// print alike.
+///
+/// ```
+/// use tenure::store::ElectionKey;
+/// assert_eq!(ElectionKey::new("default", "nightly").to_string(), "default/nightly");
+/// assert_eq!(ElectionKey::new("a/b", "c").to_string(), r#""a/b"/c"#);
+/// assert_eq!(ElectionKey::new("a", "b/c").to_string(), r#"a/"b/c""#);
+/// ```
 impl std::fmt::Display for ElectionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.election)
+        fn part(f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+            if name.contains('/') || name.starts_with('"') {
+                write!(f, "{name:?}")
+            } else {
+                f.write_str(name)
+            }
+        }
+        part(f, &self.namespace)?;
+        f.write_str("/")?;
+        part(f, &self.election)
     }
 }
 
