@@ -7,18 +7,13 @@ mod common;
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-use common::{tenure, text, BIN};
+use common::{tenure, tenure_command, text};
 
 /// Runs `tenure args...` with `stdout` as its standard output.
 fn tenure_into(dir: &Path, args: &[&str], stdout: Stdio) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
+    tenure_command(dir, args)
         .stdout(stdout)
         .stderr(Stdio::piped())
         .output()
@@ -62,45 +57,52 @@ fn store_with_an_election(dir: &Path) -> String {
     url
 }
 
-fn printing_commands(url: &str) -> Vec<Vec<String>> {
-    let cmd = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    vec![
-        cmd(&["status", "--store", url]),
-        cmd(&["status", "--store", url, "--json"]),
-        cmd(&["status", "--store", url, "--history", "5"]),
-        cmd(&["migrate", "--store", url, "--print-sql"]),
-        cmd(&["migrate", "--store", url]),
-    ]
+/// Runs every printing command on a store with one election, each with the
+/// standard output `stdout()` gives, and hands the command and its outcome
+/// (exit code, stderr) to `check`. Returns the store's URL.
+fn each_printing_command(
+    dir: &Path,
+    stdout: impl Fn() -> Stdio,
+    check: impl Fn(&[&str], Option<i32>, &str),
+) -> String {
+    let url = store_with_an_election(dir);
+    for args in [
+        &["status", "--store", &url][..],
+        &["status", "--store", &url, "--json"],
+        &["status", "--store", &url, "--history", "5"],
+        &["migrate", "--store", &url, "--print-sql"],
+        &["migrate", "--store", &url],
+    ] {
+        let out = tenure_into(dir, args, stdout());
+        check(
+            args,
+            out.status.code(),
+            &String::from_utf8_lossy(&out.stderr),
+        );
+    }
+    url
 }
 
 #[test]
 fn a_closed_pipe_ends_a_command_quietly() {
     let dir = tempfile::tempdir().unwrap();
-    let url = store_with_an_election(dir.path());
-    for args in printing_commands(&url) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = tenure_into(dir.path(), &args, closed_pipe());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    each_printing_command(dir.path(), closed_pipe, |args, code, stderr| {
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
         assert!(stderr.is_empty(), "{args:?} printed on stderr: {stderr}");
-    }
+    });
 }
 
 #[test]
 fn a_full_disk_is_one_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
-    let url = store_with_an_election(dir.path());
-    for args in printing_commands(&url) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = tenure_into(dir.path(), &args, dev_full());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    let url = each_printing_command(dir.path(), dev_full, |args, code, stderr| {
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
         assert_eq!(
             stderr.trim(),
             "tenure: error: cannot write to standard output: No space left on device (os error 28)",
             "{args:?}"
         );
-    }
+    });
     // Nothing was lost: the store still answers.
     let out = tenure(dir.path(), &["status", "--store", &url]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

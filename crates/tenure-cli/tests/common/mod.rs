@@ -7,16 +7,20 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
-/// Runs `tenure args...` to completion in `dir`.
-pub fn tenure(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
+/// `tenure args...` in `dir`, with no input, no TENURE_STORE and warnings only.
+pub fn tenure_command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
         .current_dir(dir)
         .env_remove("TENURE_STORE")
         .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tenure")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `tenure args...` to completion in `dir`.
+pub fn tenure(dir: &Path, args: &[&str]) -> Output {
+    tenure_command(dir, args).output().expect("run tenure")
 }
 
 pub fn text(o: &Output) -> String {
