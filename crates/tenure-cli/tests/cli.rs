@@ -293,7 +293,7 @@ fn missing_table_without_create_permission_names_the_fix_sqlite() {
     // mode=ro: the connection may read but not create tables.
     let url = format!("sqlite://{}?mode=ro", path.display());
     assert_fails(
-        &["status", "--store", &url],
+        &["run", "--store", &url, "--election", "e", "--", "true"],
         1,
         &["cannot create the tenure_leases", "migrate --print-sql"],
     );
@@ -320,7 +320,17 @@ async fn missing_table_without_create_permission_names_the_fix_postgres() {
         "test expects a postgres@ URL, got {url}"
     );
     assert_fails(
-        &["status", "--store", &url, "--table-prefix", "noperm_"],
+        &[
+            "run",
+            "--store",
+            &url,
+            "--table-prefix",
+            "noperm_",
+            "--election",
+            "e",
+            "--",
+            "true",
+        ],
         1,
         &[
             "refused access",
@@ -1001,7 +1011,7 @@ fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
         let procs: Vec<_> = (0..3)
             .map(|_| {
                 std::process::Command::new(common::BIN)
-                    .args(["status", "--store", &url])
+                    .args(["migrate", "--store", &url])
                     .env("TENURE_LOG", "warn")
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())

@@ -123,6 +123,10 @@ pub(crate) fn sqlite_locked(store: &str, waited: &str, msg: Option<&str>) -> Err
 /// SQLite keeps its journal beside it, is not writable by this user.
 fn sqlite_not_writable(store: &str, msg: &str) -> Option<Error> {
     let file = sqlite_file(store)?;
+    if store.contains("mode=ro") {
+        // The URL asks for a read-only connection: not a matter of permissions.
+        return None;
+    }
     Some(Error::PermissionDenied {
         source: None,
         store: store.to_string(),
@@ -221,6 +225,16 @@ fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
         if is_permission(&code, number, &msg) {
             if let Some(e) = sqlite_not_writable(&store, &msg) {
                 return e;
+            }
+            if let Some(file) = sqlite_file(&store).filter(|_| store.contains("mode=ro")) {
+                return Error::PermissionDenied {
+                    source: None,
+                    reason: format!(
+                        "{msg}: the URL opens {file} read-only (mode=ro), and this command \
+                         writes to it; remove mode=ro from the URL"
+                    ),
+                    store,
+                };
             }
             let hint = access_denied_hint(&store);
             return Error::PermissionDenied { source: None,
@@ -336,5 +350,62 @@ pub(crate) fn prefix_hint(prefix: &str) -> String {
         String::new()
     } else {
         format!(" --table-prefix {prefix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_file_of_a_store_description() {
+        assert_eq!(sqlite_file("sqlite:///var/lib/t.db"), Some("/var/lib/t.db"));
+        assert_eq!(sqlite_file("sqlite://t.db?mode=rwc"), Some("t.db"));
+        assert_eq!(sqlite_file("sqlite:t.db"), Some("t.db"));
+        assert_eq!(sqlite_file("postgres://db/app"), None);
+    }
+
+    #[test]
+    fn sqlite_messages_name_the_file_and_the_fix() {
+        let locked = sqlite_locked("sqlite:///d/t.db", "5s", Some("database is locked"));
+        let text = locked.to_string();
+        assert!(locked.is_retryable(), "{text}");
+        assert!(
+            text.contains("the database file /d/t.db is locked by another process")
+                && text.contains("(SQLite: database is locked)")
+                && text.contains("more than 5s"),
+            "{text}"
+        );
+        let denied =
+            sqlite_not_writable("sqlite:///d/t.db", "attempt to write a readonly database")
+                .expect("a SQLite store");
+        let text = denied.to_string();
+        assert!(matches!(denied, Error::PermissionDenied { .. }), "{text}");
+        assert!(
+            text.contains("cannot write the database file /d/t.db")
+                && text.contains("writable by this user")
+                && !text.contains("password"),
+            "{text}"
+        );
+        assert!(sqlite_not_writable("sqlite:///d/t.db?mode=ro", "x").is_none());
+        assert!(sqlite_not_writable("mysql://u@h/db", "x").is_none());
+    }
+
+    #[test]
+    fn refused_connections_are_told_apart() {
+        for (code, number) in [
+            ("53300", None),
+            ("08004", Some(1040)),
+            ("42000", Some(1203)),
+            ("42000", Some(1226)),
+        ] {
+            assert!(is_too_many_connections(code, number), "{code} {number:?}");
+        }
+        assert!(!is_too_many_connections("42000", Some(1064)));
+        assert!(!is_transient(
+            "53300",
+            None,
+            "sorry, too many clients already"
+        ));
     }
 }

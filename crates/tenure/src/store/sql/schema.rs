@@ -120,9 +120,10 @@ pub(crate) async fn prepare(
             store: store.to_string(),
             reason: format!("unknown schema version {v} in {prefix}schema"),
         }),
-        None if create => {
+        None => {
             // A table of tenure's names without tenure's schema table may be
-            // another program's: find out before creating anything beside it.
+            // another program's: find out before creating anything beside it
+            // (or, not creating, before saying the tables do not exist).
             // Of the leases table only the columns of every schema version
             // count: another tenure may be creating the tables right now,
             // between two migration steps. The other tables are created
@@ -142,6 +143,15 @@ pub(crate) async fn prepare(
                     }
                 }
             }
+            if !create {
+                return Err(Error::Schema { source: None,
+                    store: store.to_string(),
+                    reason: format!(
+                        "the {prefix}leases table does not exist here, and this command creates no tables: check the table prefix (--table-prefix), or create the tables with `tenure migrate --store URL{hint}` (or the first `tenure run` creates them), or apply the SQL printed by `tenure migrate --print-sql{hint}`",
+                        hint = prefix_hint(prefix)
+                    ),
+                });
+            }
             let server = server_kind(pool, dialect)
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
@@ -159,13 +169,6 @@ pub(crate) async fn prepare(
                 Err(e) => Err(map_err(store, prefix, e)),
             }
         }
-        None => Err(Error::Schema { source: None,
-            store: store.to_string(),
-            reason: format!(
-                "the {prefix}leases table does not exist here, and this command creates no tables: check the table prefix (--table-prefix), or create the tables with `tenure migrate --store URL{hint}` (or the first `tenure run` creates them), or apply the SQL printed by `tenure migrate --print-sql{hint}`",
-                hint = prefix_hint(prefix)
-            ),
-        }),
     }
 }
 
