@@ -158,10 +158,7 @@ pub(crate) async fn prepare(
             apply(pool, &ddl(dialect, prefix, server), prefix, store).await?;
             // Someone may have raced us with another version; check again.
             match read_version(pool, dialect, prefix).await {
-                Ok(Some(v)) if v == SCHEMA_VERSION => {
-                    check_tables(pool, dialect, prefix, store).await?;
-                    check_writable(pool, dialect, prefix, store).await
-                }
+                Ok(Some(v)) if v == SCHEMA_VERSION => check_tables(pool, dialect, prefix, store).await,
                 Ok(other) => Err(Error::Schema { source: None,
                     store: store.to_string(),
                     reason: format!("after creating the tables, {prefix}schema says version {other:?}, expected {SCHEMA_VERSION}"),
@@ -213,7 +210,7 @@ async fn check_writable(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &
         format!("UPDATE {prefix}schema SET version = version + 1 WHERE component = 'tenure'");
     let tried = async {
         let mut tx = pool.begin().await?;
-        sqlx::query(&touch).execute(&mut *tx).await?;
+        sqlx::query(&dialect.plain(touch)).execute(&mut *tx).await?;
         tx.rollback().await
     }
     .await;
