@@ -83,8 +83,20 @@ impl StoreArgs {
 
     /// Connects, once, with a message that says what to do on failure.
     pub async fn connect(&self) -> Result<DynStore, Failure> {
+        self.connect_with(self.options()).await
+    }
+
+    /// Connects for a command that only reads (or changes existing rows):
+    /// it creates no tables, so a mistyped `--table-prefix` is reported
+    /// instead of leaving a set of empty tables behind.
+    pub async fn connect_read_only(&self) -> Result<DynStore, Failure> {
+        self.connect_with(self.options().with_auto_migrate(false))
+            .await
+    }
+
+    async fn connect_with(&self, options: StoreOptions) -> Result<DynStore, Failure> {
         let url = self.url()?;
-        tenure::store::connect(&url, &self.options())
+        tenure::store::connect(&url, &options)
             .await
             .map_err(|e| match e {
                 tenure::Error::Unavailable { .. } => Failure::Runtime(format!(

@@ -26,7 +26,7 @@ fn no_leader(e: tenure::Error) -> Failure {
 
 pub async fn resign(a: ResignArgs) -> Result<u8, Failure> {
     let key = key(&a.namespace, &a.election)?;
-    let store = a.store.connect().await?;
+    let store = a.store.connect_read_only().await?;
     let marked = tenure::handover::resign(&store, &key)
         .await
         .map_err(no_leader)?;
@@ -43,7 +43,7 @@ pub async fn transfer(a: TransferArgs) -> Result<u8, Failure> {
     let window = a.window.unwrap_or(Duration::from_secs(10));
     tenure::handover::check_transfer_window(window)
         .map_err(|e| Failure::Usage(format!("--window: {e}")))?;
-    let store = a.store.connect().await?;
+    let store = a.store.connect_read_only().await?;
     let marked = tenure::handover::transfer(&store, &key, &a.to, window)
         .await
         .map_err(no_leader)?;

@@ -22,7 +22,7 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         }
         None => None,
     };
-    let store = a.store.connect().await?;
+    let store = a.store.connect_read_only().await?;
     // Opens this process's push channel (where the store opens one on the
     // first subscription), to report below whether pushes get through.
     let _changes = (!a.json).then(|| store.subscribe());

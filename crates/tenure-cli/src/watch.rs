@@ -14,7 +14,7 @@ pub async fn watch(a: WatchArgs) -> Result<u8, Failure> {
     for e in &a.election {
         tenure::validate_name("election", e)?;
     }
-    let store = a.store.connect().await?;
+    let store = a.store.connect_read_only().await?;
     let selection = match (&a.election[..], &a.namespace) {
         ([], None) => Selection::All,
         ([], Some(ns)) => Selection::Namespace(ns.clone()),

@@ -293,7 +293,7 @@ fn missing_table_without_create_permission_names_the_fix_sqlite() {
     // mode=ro: the connection may read but not create tables.
     let url = format!("sqlite://{}?mode=ro", path.display());
     assert_fails(
-        &["status", "--store", &url],
+        &["run", "--store", &url, "--election", "e", "--", "true"],
         1,
         &["cannot create the tenure_leases", "migrate --print-sql"],
     );
@@ -320,7 +320,17 @@ async fn missing_table_without_create_permission_names_the_fix_postgres() {
         "test expects a postgres@ URL, got {url}"
     );
     assert_fails(
-        &["status", "--store", &url, "--table-prefix", "noperm_"],
+        &[
+            "run",
+            "--store",
+            &url,
+            "--table-prefix",
+            "noperm_",
+            "--election",
+            "e",
+            "--",
+            "true",
+        ],
         1,
         &[
             "refused access",
@@ -386,9 +396,10 @@ fn store_comes_from_tenure_store_when_no_flag_is_given() {
         .env("TENURE_STORE", &url)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // `status` creates no tables: it names the store it looked in.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("no elections in sqlite://"),
+        String::from_utf8_lossy(&out.stderr).contains(&format!("store {url} schema problem")),
         "{}",
         text(&out)
     );
@@ -1000,7 +1011,7 @@ fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
         let procs: Vec<_> = (0..3)
             .map(|_| {
                 std::process::Command::new(common::BIN)
-                    .args(["status", "--store", &url])
+                    .args(["migrate", "--store", &url])
                     .env("TENURE_LOG", "warn")
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())

@@ -619,6 +619,9 @@ async fn transfer_resign_watch_and_history_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
     let d = dir.path();
+    // `watch` creates no tables: make them first.
+    let out = common::tenure(d, &["migrate", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::text(&out));
     let mut watch = std::process::Command::new(common::BIN)
         .args(["watch", "--json", "--store", &url, "--election", "ops"])
         .stdout(std::fs::File::create(d.join("watch.jsonl")).unwrap())

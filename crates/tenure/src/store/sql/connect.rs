@@ -95,6 +95,12 @@ impl SqlStore {
                 ),
             }),
             Ok(Err(e)) => Err(self.wrap(e)),
+            // A local file does not keep us waiting: another process's lock does.
+            Err(_) if dialect == Dialect::Sqlite => Err(super::errors::sqlite_locked(
+                &self.described,
+                &format!("{timeout:?}"),
+                None,
+            )),
             Err(_) => Err(Error::Unavailable { source: None,
                 store: self.described.clone(),
                 reason: format!(

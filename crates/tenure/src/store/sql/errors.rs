@@ -76,12 +76,66 @@ fn is_permission(code: &str, number: Option<u16>, msg: &str) -> bool {
 }
 
 fn is_transient(code: &str, number: Option<u16>, msg: &str) -> bool {
-    matches!(
-        code,
-        "40001" | "40P01" | "55P03" | "57P01" | "57P03" | "53300"
-    ) || matches!(number, Some(1205 | 1213 | 1040 | 1053))
-        || msg.contains("database is locked")
-        || msg.contains("database is busy")
+    matches!(code, "40001" | "40P01" | "55P03" | "57P01" | "57P03")
+        || matches!(number, Some(1205 | 1213 | 1053))
+        || is_locked(msg)
+}
+
+/// SQLite: another connection (of this or another process) holds a lock
+/// on the file for longer than the busy timeout.
+fn is_locked(msg: &str) -> bool {
+    msg.contains("database is locked") || msg.contains("database is busy")
+}
+
+/// The server refuses another connection: all its connection slots are
+/// taken, or the user's or role's own limit is reached. PostgreSQL 53300
+/// ("sorry, too many clients already", "too many connections for role");
+/// MySQL/MariaDB 1040 ("Too many connections"), 1203 and 1226 (a user's
+/// `MAX_USER_CONNECTIONS` or the server's `max_user_connections`).
+fn is_too_many_connections(code: &str, number: Option<u16>) -> bool {
+    code == "53300" || matches!(number, Some(1040 | 1203 | 1226))
+}
+
+/// The database file of a `sqlite:` store description, if it is one.
+fn sqlite_file(store: &str) -> Option<&str> {
+    let rest = store.strip_prefix("sqlite:")?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    Some(path.split_once('?').map_or(path, |(p, _)| p))
+}
+
+/// SQLite: the file is locked by another process for longer than tenure
+/// waits (`waited`, e.g. "5s"); `msg` is SQLite's own word for it, if any.
+pub(crate) fn sqlite_locked(store: &str, waited: &str, msg: Option<&str>) -> Error {
+    let file = sqlite_file(store).unwrap_or(store);
+    let said = msg.map(|m| format!(" (SQLite: {m})")).unwrap_or_default();
+    Error::Unavailable {
+        source: None,
+        store: store.to_string(),
+        reason: format!(
+            "the database file {file} is locked by another process{said}: it held the lock \
+             for more than {waited} (a long transaction, or `BEGIN EXCLUSIVE`); end that \
+             transaction or stop that process"
+        ),
+    }
+}
+
+/// SQLite: a write was refused because the file, or the directory where
+/// SQLite keeps its journal beside it, is not writable by this user.
+fn sqlite_not_writable(store: &str, msg: &str) -> Option<Error> {
+    let file = sqlite_file(store)?;
+    if store.contains("mode=ro") {
+        // The URL asks for a read-only connection: not a matter of permissions.
+        return None;
+    }
+    Some(Error::PermissionDenied {
+        source: None,
+        store: store.to_string(),
+        reason: format!(
+            "cannot write the database file {file} (SQLite: {msg}); the file and its \
+             directory (where SQLite keeps its journal, {file}-wal and {file}-shm) must be \
+             writable by this user, or point --store at a file this user may write"
+        ),
+    })
 }
 
 /// A column tenure's statements name is missing: the table is someone else's.
@@ -103,6 +157,34 @@ use super::tls::access_denied_hint;
 #[cfg(not(feature = "tls"))]
 fn access_denied_hint(_store: &str) -> String {
     String::new()
+}
+
+/// A table of tenure's name (`<prefix>table`, when known) lacks a column
+/// tenure's statements name: it is someone else's.
+fn foreign_table(store: String, prefix: &str, table: Option<&str>, msg: &str) -> Error {
+    let which = table
+        .map(|t| format!(" ({prefix}{t}: another program's, or made by hand)"))
+        .unwrap_or_else(|| " (another program's, or made by hand)".into());
+    Error::Schema {
+        source: None,
+        store,
+        reason: format!(
+            "{msg}: a {prefix}* table exists here but is not tenure's{which}; give tenure \
+             tables of its own with --table-prefix (for example --table-prefix app_{prefix}), \
+             or remove the foreign table"
+        ),
+    }
+}
+
+/// Maps the error of a statement that reads `<prefix>table`, naming that
+/// table if it turns out to be someone else's.
+pub(crate) fn map_table_err(store: &str, prefix: &str, table: &str, e: sqlx::Error) -> Error {
+    match db_code(&e) {
+        Some((code, number, msg)) if is_missing_column(&code, number, &msg) => {
+            foreign_table(store.to_string(), prefix, Some(table), &msg).with_source(e)
+        }
+        _ => map_err(store, prefix, e),
+    }
 }
 
 /// Maps a sqlx error for the store described by `store` (already redacted),
@@ -129,15 +211,7 @@ fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
             };
         }
         if is_missing_column(&code, number, &msg) {
-            return Error::Schema {
-                source: None,
-                store,
-                reason: format!(
-                    "{msg}: a {prefix}* table exists here but is not tenure's (another program's, \
-                     or made by hand); give tenure tables of its own with --table-prefix \
-                     (for example --table-prefix app_{prefix}), or remove the foreign table"
-                ),
-            };
+            return foreign_table(store, prefix, None, &msg);
         }
         if is_not_a_database(&code, &msg) {
             return Error::InvalidUrl {
@@ -149,6 +223,19 @@ fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
             };
         }
         if is_permission(&code, number, &msg) {
+            if let Some(e) = sqlite_not_writable(&store, &msg) {
+                return e;
+            }
+            if let Some(file) = sqlite_file(&store).filter(|_| store.contains("mode=ro")) {
+                return Error::PermissionDenied {
+                    source: None,
+                    reason: format!(
+                        "{msg}: the URL opens {file} read-only (mode=ro), and this command \
+                         writes to it; remove mode=ro from the URL"
+                    ),
+                    store,
+                };
+            }
             let hint = access_denied_hint(&store);
             return Error::PermissionDenied { source: None,
                 store,
@@ -172,6 +259,20 @@ fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
                     "{msg}; check that the directory exists and this user may write to it"
                 ),
             };
+        }
+        if is_too_many_connections(&code, number) {
+            return Error::Unavailable {
+                source: None,
+                store,
+                reason: format!(
+                    "the server refuses another connection: {msg}; close idle connections \
+                     or raise the limit (PostgreSQL: max_connections, or the role's CONNECTION \
+                     LIMIT; MySQL/MariaDB: max_connections, or the user's MAX_USER_CONNECTIONS)"
+                ),
+            };
+        }
+        if is_locked(&msg) && sqlite_file(&store).is_some() {
+            return sqlite_locked(&store, "5s", Some(&msg));
         }
         if is_transient(&code, number, &msg) {
             return Error::Unavailable {
@@ -225,6 +326,9 @@ pub(crate) fn create_denied(store: &str, prefix: &str, e: &sqlx::Error) -> Error
         sqlx::Error::Database(db) => db.message().to_string(),
         other => other.to_string(),
     };
+    if let Some(e) = sqlite_not_writable(store, &msg) {
+        return e;
+    }
     Error::PermissionDenied { source: None,
         store: store.to_string(),
         reason: format!(
@@ -240,10 +344,68 @@ pub(crate) fn is_permission_error(e: &sqlx::Error) -> bool {
         .unwrap_or(false)
 }
 
-fn prefix_hint(prefix: &str) -> String {
+/// ` --table-prefix P` for a prefix other than the default, for commands in hints.
+pub(crate) fn prefix_hint(prefix: &str) -> String {
     if prefix == crate::store::StoreOptions::DEFAULT_TABLE_PREFIX {
         String::new()
     } else {
         format!(" --table-prefix {prefix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_file_of_a_store_description() {
+        assert_eq!(sqlite_file("sqlite:///var/lib/t.db"), Some("/var/lib/t.db"));
+        assert_eq!(sqlite_file("sqlite://t.db?mode=rwc"), Some("t.db"));
+        assert_eq!(sqlite_file("sqlite:t.db"), Some("t.db"));
+        assert_eq!(sqlite_file("postgres://db/app"), None);
+    }
+
+    #[test]
+    fn sqlite_messages_name_the_file_and_the_fix() {
+        let locked = sqlite_locked("sqlite:///d/t.db", "5s", Some("database is locked"));
+        let text = locked.to_string();
+        assert!(locked.is_retryable(), "{text}");
+        assert!(
+            text.contains("the database file /d/t.db is locked by another process")
+                && text.contains("(SQLite: database is locked)")
+                && text.contains("more than 5s"),
+            "{text}"
+        );
+        let denied =
+            sqlite_not_writable("sqlite:///d/t.db", "attempt to write a readonly database")
+                .expect("a SQLite store");
+        let text = denied.to_string();
+        assert!(matches!(denied, Error::PermissionDenied { .. }), "{text}");
+        assert!(
+            text.contains("cannot write the database file /d/t.db")
+                && text.contains("writable by this user")
+                && !text.contains("password"),
+            "{text}"
+        );
+        assert!(sqlite_not_writable("sqlite:///d/t.db?mode=ro", "x").is_none());
+        assert!(sqlite_not_writable("mysql://u@h/db", "x").is_none());
+    }
+
+    #[test]
+    fn refused_connections_are_told_apart() {
+        for (code, number) in [
+            ("53300", None),
+            ("08004", Some(1040)),
+            ("42000", Some(1203)),
+            ("42000", Some(1226)),
+        ] {
+            assert!(is_too_many_connections(code, number), "{code} {number:?}");
+        }
+        assert!(!is_too_many_connections("42000", Some(1064)));
+        assert!(!is_transient(
+            "53300",
+            None,
+            "sorry, too many clients already"
+        ));
     }
 }

@@ -160,14 +160,44 @@ impl SqlStore {
     }
 
     async fn prepare_schema(&self, create: bool) -> Result<()> {
-        schema::prepare(
+        let prepared = schema::prepare(
             &self.pool,
             self.dialect,
             &self.prefix,
             create,
             &self.described,
         )
-        .await
+        .await;
+        match prepared {
+            Err(e) => Err(self.why_no_connection(e).await),
+            ok => ok,
+        }
+    }
+
+    /// The pool retries a connection the server refuses as busy (PostgreSQL
+    /// "too many clients", a role's connection limit) until its timeout and
+    /// then reports only that it timed out. For such an error `e`, opens one
+    /// connection outside the pool to learn the server's own words, and
+    /// returns the error that quotes them; otherwise `e`.
+    async fn why_no_connection(&self, e: Error) -> Error {
+        use sqlx::ConnectOptions;
+        let timed_out = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<sqlx::Error>())
+            .is_some_and(|s| matches!(s, sqlx::Error::PoolTimedOut));
+        if !timed_out {
+            return e;
+        }
+        let options = self.pool.connect_options();
+        let wait = self.pool.options().get_acquire_timeout();
+        match tokio::time::timeout(wait, options.connect()).await {
+            Ok(Err(refused @ sqlx::Error::Database(_))) => self.wrap(refused),
+            Ok(Ok(conn)) => {
+                use sqlx::Connection;
+                let _ = conn.close().await;
+                e
+            }
+            _ => e,
+        }
     }
 
     /// The connection pool, for the application's own statements on the same

@@ -10,7 +10,7 @@ use super::dialect::Dialect;
 use super::dialect::ServerKind;
 use super::errors::{
     create_denied, is_concurrent_create, is_duplicate_column, is_missing_table,
-    is_permission_error, map_err,
+    is_permission_error, map_err, map_table_err, prefix_hint,
 };
 use crate::error::{Error, Result};
 
@@ -81,7 +81,13 @@ pub(crate) async fn prepare(
         Err(e) => return Err(map_err(store, prefix, e)),
     };
     match found {
-        Some(v) if v == SCHEMA_VERSION => check_tables(pool, dialect, prefix, store).await,
+        Some(v) if v == SCHEMA_VERSION => {
+            check_tables(pool, dialect, prefix, store).await?;
+            if create {
+                check_writable(pool, dialect, prefix, store).await?;
+            }
+            Ok(())
+        }
         Some(v) if v > SCHEMA_VERSION => Err(Error::Schema { source: None,
             store: store.to_string(),
             reason: format!(
@@ -114,21 +120,37 @@ pub(crate) async fn prepare(
             store: store.to_string(),
             reason: format!("unknown schema version {v} in {prefix}schema"),
         }),
-        None if create => {
-            // A leases table without tenure's schema table may be another
-            // program's: find out before creating anything beside it. Only the
-            // columns of every schema version count: another tenure may be
-            // creating the tables right now, between two migration steps.
-            let ours = format!(
-                "SELECT namespace, election, holder, term FROM {prefix}leases WHERE 1 = 0"
-            );
-            if let Err(e) = sqlx::query(&dialect.plain(ours))
-                .fetch_optional(pool)
-                .await
-            {
-                if !is_missing_table(&e) {
-                    return Err(map_err(store, prefix, e));
+        None => {
+            // A table of tenure's names without tenure's schema table may be
+            // another program's: find out before creating anything beside it
+            // (or, not creating, before saying the tables do not exist).
+            // Of the leases table only the columns of every schema version
+            // count: another tenure may be creating the tables right now,
+            // between two migration steps. The other tables are created
+            // whole, each by one statement.
+            let mut probes = vec![(
+                "leases",
+                format!("SELECT namespace, election, holder, term FROM {prefix}leases WHERE 1 = 0"),
+            )];
+            probes.extend(table_probes(prefix).into_iter().skip(1));
+            for (table, probe) in probes {
+                if let Err(e) = sqlx::query(&dialect.plain(probe))
+                    .fetch_optional(pool)
+                    .await
+                {
+                    if !is_missing_table(&e) {
+                        return Err(map_table_err(store, prefix, table, e));
+                    }
                 }
+            }
+            if !create {
+                return Err(Error::Schema { source: None,
+                    store: store.to_string(),
+                    reason: format!(
+                        "the {prefix}leases table does not exist here, and this command creates no tables: check the table prefix (--table-prefix), or create the tables with `tenure migrate --store URL{hint}` (or the first `tenure run` creates them), or apply the SQL printed by `tenure migrate --print-sql{hint}`",
+                        hint = prefix_hint(prefix)
+                    ),
+                });
             }
             let server = server_kind(pool, dialect)
                 .await
@@ -136,7 +158,7 @@ pub(crate) async fn prepare(
             apply(pool, &ddl(dialect, prefix, server), prefix, store).await?;
             // Someone may have raced us with another version; check again.
             match read_version(pool, dialect, prefix).await {
-                Ok(Some(v)) if v == SCHEMA_VERSION => Ok(()),
+                Ok(Some(v)) if v == SCHEMA_VERSION => check_tables(pool, dialect, prefix, store).await,
                 Ok(other) => Err(Error::Schema { source: None,
                     store: store.to_string(),
                     reason: format!("after creating the tables, {prefix}schema says version {other:?}, expected {SCHEMA_VERSION}"),
@@ -144,12 +166,6 @@ pub(crate) async fn prepare(
                 Err(e) => Err(map_err(store, prefix, e)),
             }
         }
-        None => Err(Error::Schema { source: None,
-            store: store.to_string(),
-            reason: format!(
-                "the {prefix}leases table does not exist and creating it is turned off; run `tenure migrate --store URL` or apply the SQL printed by `tenure migrate --print-sql`"
-            ),
-        }),
     }
 }
 
@@ -158,21 +174,47 @@ fn leases_probe(prefix: &str) -> String {
     format!("SELECT namespace, election, holder, metadata, term, version, ttl_us, acquired_us, renewed_us, expires_us, handover_to, handover_until_us, handover_reason, prev_holder, prev_expires_us, start_reason FROM {prefix}leases WHERE 1 = 0")
 }
 
+/// Statements that select every column of each table (leases, members,
+/// history, runs), reading no row.
+fn table_probes(prefix: &str) -> [(&'static str, String); 4] {
+    [
+        ("leases", leases_probe(prefix)),
+        ("members", format!("SELECT namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us FROM {prefix}members WHERE 1 = 0")),
+        ("history", format!("SELECT namespace, election, term, holder, start_reason, start_us, end_reason, end_us FROM {prefix}history WHERE 1 = 0")),
+        ("runs", format!("SELECT namespace, election, name, value, version, updated_us, expires_us FROM {prefix}runs WHERE 1 = 0")),
+    ]
+}
+
 /// Selects every column of every table, reading no row: a missing table or
 /// column (another program's table of that name) shows up here, at connect.
 async fn check_tables(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &str) -> Result<()> {
-    for probe in [
-        leases_probe(prefix),
-        format!("SELECT namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us FROM {prefix}members WHERE 1 = 0"),
-        format!("SELECT namespace, election, term, holder, start_reason, start_us, end_reason, end_us FROM {prefix}history WHERE 1 = 0"),
-        format!("SELECT namespace, election, name, value, version, updated_us, expires_us FROM {prefix}runs WHERE 1 = 0"),
-    ] {
+    for (table, probe) in table_probes(prefix) {
         sqlx::query(&dialect.plain(probe))
             .fetch_optional(pool)
             .await
-            .map_err(|e| map_err(store, prefix, e))?;
+            .map_err(|e| map_table_err(store, prefix, table, e))?;
     }
     Ok(())
+}
+
+/// SQLite: a file this user may read but not write (or whose directory,
+/// where the journal goes, it may not write) opens and reads as usual, and
+/// only refuses writes. A command that will write finds out here, at
+/// connect, with a change it rolls back, rather than failing every write
+/// while it runs.
+async fn check_writable(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &str) -> Result<()> {
+    if dialect != Dialect::Sqlite {
+        return Ok(());
+    }
+    let touch =
+        format!("UPDATE {prefix}schema SET version = version + 1 WHERE component = 'tenure'");
+    let tried = async {
+        let mut tx = pool.begin().await?;
+        sqlx::query(&dialect.plain(touch)).execute(&mut *tx).await?;
+        tx.rollback().await
+    }
+    .await;
+    tried.map_err(|e| map_err(store, prefix, e))
 }
 
 /// Asks a `mysql://` server whether it is MariaDB.
