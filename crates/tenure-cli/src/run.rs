@@ -92,6 +92,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         Some(addr) => Some(crate::serve::bind(addr).await?),
         None => None,
     };
+    a.store.require_named("tenure run")?;
     let mut signals = Signals::new()?;
     let store = if a.wait {
         tokio::select! {
@@ -101,6 +102,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     } else {
         a.store.connect().await?
     };
+    tracing::info!("store: {}", store.describe());
     let priority = u32::try_from(a.priority)
         .ok()
         .filter(|p| *p <= tenure::MAX_PRIORITY)

@@ -30,6 +30,9 @@ const MIN_MARGIN: Duration = Duration::from_millis(50);
 const ROUND_TRIP_ALLOWANCE: Duration = Duration::from_millis(50);
 /// The poll period's floor: below it followers would hammer the store.
 const MIN_POLL: Duration = Duration::from_millis(5);
+/// The renew period's floor: a leader renewing more often only loads the
+/// store (the shortest TTL's default, ttl/3, is 33 ms).
+pub const MIN_RENEW_PERIOD: Duration = Duration::from_millis(10);
 
 /// What the builder was asked for, before any check.
 #[derive(Clone, Debug)]
@@ -394,6 +397,12 @@ fn check_renew_period(ttl: Duration, renew_period: Option<Duration>) -> Result<D
         return Err(Error::config(
             "renew period",
             format!("{renew_period:?} must be above zero and below ttl/2 = {:?}, so a failed renewal can be retried before the lease expires (default ttl/3)", ttl / 2),
+        ));
+    }
+    if renew_period < MIN_RENEW_PERIOD {
+        return Err(Error::config(
+            "renew period",
+            format!("{renew_period:?} is too short: renewing more often than every {MIN_RENEW_PERIOD:?} only loads the store; use at least {MIN_RENEW_PERIOD:?} (default ttl/3)"),
         ));
     }
     Ok(renew_period)

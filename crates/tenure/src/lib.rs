@@ -242,7 +242,8 @@ mod telemetry;
 pub mod testing;
 
 pub use config::{
-    check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_TTL,
+    check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_RENEW_PERIOD,
+    MIN_TTL,
 };
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
