@@ -92,6 +92,23 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         Some(addr) => Some(crate::serve::bind(addr).await?),
         None => None,
     };
+    // The candidate's own settings are judged before the store is asked for.
+    tenure::validate_name("election", &a.election)?;
+    tenure::validate_name("namespace", &a.namespace)?;
+    if let Some(id) = &a.identity {
+        tenure::validate_identity(id)?;
+    }
+    tenure::validate_metadata(&a.metadata)?;
+    let priority = u32::try_from(a.priority)
+        .ok()
+        .filter(|p| *p <= tenure::MAX_PRIORITY)
+        .ok_or_else(|| {
+            Failure::Usage(format!(
+                "invalid priority: {} is out of range; use 0 to {} (higher takes over first)",
+                a.priority,
+                tenure::MAX_PRIORITY
+            ))
+        })?;
     a.store.require_named("tenure run")?;
     let mut signals = Signals::new()?;
     let store = if a.wait {
@@ -103,21 +120,9 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         a.store.connect().await?
     };
     tracing::info!("store: {}", store.describe());
-    let priority = u32::try_from(a.priority)
-        .ok()
-        .filter(|p| *p <= tenure::MAX_PRIORITY)
-        .ok_or_else(|| {
-            Failure::Usage(format!(
-                "invalid priority: {} is out of range; use 0 to {} (higher takes over first)",
-                a.priority,
-                tenure::MAX_PRIORITY
-            ))
-        })?;
     // `--once`: a KEY already settled needs no campaign at all.
     let once = match &a.once {
         Some(name) => {
-            tenure::validate_name("election", &a.election)?;
-            tenure::validate_name("namespace", &a.namespace)?;
             let key = tenure::store::ElectionKey::new(a.namespace.clone(), a.election.clone());
             let once = Once::new(store.clone(), key, name.clone(), a.attempts, a.keep)?;
             if let Some(code) = once.settled().await? {

@@ -544,6 +544,20 @@ mod tests {
             },
             "renew period: 600ms must be above zero and below ttl/2 = 500ms",
         );
+        check(
+            Request {
+                ttl: MS(1000),
+                renew_period: Some(Duration::from_nanos(1)),
+                ..request()
+            },
+            "renew period: 1ns is too short: renewing more often than every 10ms only loads the store; use at least 10ms",
+        );
+        assert!(config(&Request {
+            ttl: MS(1000),
+            renew_period: Some(MIN_RENEW_PERIOD),
+            ..request()
+        })
+        .is_ok());
         check(Request::default(), "election: is required");
         check(
             Request {

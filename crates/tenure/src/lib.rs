@@ -249,7 +249,10 @@ pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
 pub use events::{Event, StopReason};
 pub use leadership::{HandoverHold, Leadership, State};
-pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
+pub use names::{
+    validate_identity, validate_metadata, validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES,
+    MAX_NAME_BYTES,
+};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};
 
 // The README's examples are compiled as doctests so they cannot rot.

@@ -135,8 +135,16 @@ pub(crate) fn check_known(scheme: &str, query: &str, described: &str) -> Result<
                 printable(&name)
             )
         };
+        let credential = ["password", "pass", "passwd", "pwd", "user", "username"]
+            .contains(&name.to_ascii_lowercase().as_str());
+        if credential {
+            reason.push_str(&format!(
+                "; give the user name and password before the host instead: {scheme}://user:password@host (percent-encoded)"
+            ));
+        }
         let closest = list
             .iter()
+            .filter(|_| !credential)
             .map(|p| {
                 (
                     strsim::normalized_damerau_levenshtein(&name, p.name),
@@ -226,6 +234,11 @@ mod tests {
         assert!(e.contains("did you mean \"password\"?"), "{e}");
         assert!(!e.contains("s3cr3t"), "{e}");
         assert!(check_known("postgres", "sslmode=require&options[search_path]=a", "x").is_ok());
+        let e = check_known("mysql", "password=s3cr3t", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mysql://user:password@host"), "{e}");
+        assert!(!e.contains("did you mean") && !e.contains("s3cr3t"), "{e}");
         assert!(check_known("redis", "protocol=resp3&cacert=/ca.pem", "x").is_ok());
         assert!(check_known("zk", "x=1", "x").is_err());
         assert!(check_known("sqlite", "anything=1", "x").is_ok());

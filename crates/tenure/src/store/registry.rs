@@ -440,6 +440,31 @@ mod tests {
             "zk://bob:***@h1:2181,h2:2181/app"
         );
         assert_eq!(redact_url("zk://h1:2181/a?x=SECRET"), "zk://h1:2181/a?***");
+        // A password with an unencoded special character, whatever the parser makes of it.
+        for (url, shown) in [
+            (
+                "postgres://app:Zx9/Qw+8Lk==@127.0.0.1:5432/test",
+                "postgres://app:***@127.0.0.1:5432/test",
+            ),
+            (
+                "postgres://postgres:1234/x@127.0.0.1:5432/test",
+                "postgres://postgres:***@127.0.0.1:5432/test",
+            ),
+            ("mysql://root:hu#nt@h/db", "mysql://root:***@h/db"),
+            ("redis://:a?b@h:6379/0", "redis://:***@h:6379/0"),
+            ("mysql://ro/ot:pw@h/db", "mysql://***@h/db"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+        // Values of parameters a scheme does not know are hidden.
+        assert_eq!(
+            redact_url("postgres://h/db?pasword=s3cr3t&sslmode=require"),
+            "postgres://h/db?pasword=***&sslmode=require"
+        );
+        assert_eq!(
+            redact_url("sqlite:///tmp/a@b.db?mode=rwc"),
+            "sqlite:///tmp/a@b.db?mode=rwc"
+        );
     }
 
     #[tokio::test]
