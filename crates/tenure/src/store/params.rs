@@ -82,14 +82,14 @@ const REDIS: &[Param] = &[p("protocol"), p("cacert"), p("cert"), p("key")];
 const ETCD: &[Param] = &[p("cacert"), p("cert"), p("key")];
 
 /// The parameters a scheme takes; `None` for schemes whose parameters are
-/// checked elsewhere (SQLite: sqlx rejects unknown ones itself).
+/// checked elsewhere (SQLite: sqlx rejects unknown ones itself; ZooKeeper:
+/// its URL parser refuses any).
 pub(crate) fn known(scheme: &str) -> Option<&'static [Param]> {
     match scheme.to_ascii_lowercase().as_str() {
         "postgres" | "postgresql" => Some(POSTGRES),
         "mysql" | "mariadb" => Some(MYSQL),
         "redis" | "rediss" => Some(REDIS),
         "etcd" | "etcds" => Some(ETCD),
-        "zk" => Some(&[]),
         _ => None,
     }
 }
@@ -124,17 +124,10 @@ pub(crate) fn check_known(scheme: &str, query: &str, described: &str) -> Result<
         {
             continue;
         }
-        let mut reason = if list.is_empty() {
-            format!(
-                "unknown parameter {:?}: {scheme}:// URLs take no query parameters",
-                printable(&name)
-            )
-        } else {
-            format!(
-                "unknown parameter {:?} (its value is not shown)",
-                printable(&name)
-            )
-        };
+        let mut reason = format!(
+            "unknown parameter {:?} (its value is not shown)",
+            printable(&name)
+        );
         let credential = ["password", "pass", "passwd", "pwd", "user", "username"]
             .contains(&name.to_ascii_lowercase().as_str());
         if credential {
@@ -156,12 +149,10 @@ pub(crate) fn check_known(scheme: &str, query: &str, described: &str) -> Result<
         if let Some((_, name)) = closest {
             reason.push_str(&format!("; did you mean {name:?}?"));
         }
-        if !list.is_empty() {
-            let names: Vec<&str> = list.iter().map(|p| p.name).collect();
-            reason.push_str(&format!("; {scheme}:// URLs take {}", names.join(", ")));
-            if is_pg(scheme) {
-                reason.push_str(", options[NAME]");
-            }
+        let names: Vec<&str> = list.iter().map(|p| p.name).collect();
+        reason.push_str(&format!("; {scheme}:// URLs take {}", names.join(", ")));
+        if is_pg(scheme) {
+            reason.push_str(", options[NAME]");
         }
         return Err(Error::InvalidUrl {
             url: described.to_string(),
@@ -240,7 +231,6 @@ mod tests {
         assert!(e.contains("mysql://user:password@host"), "{e}");
         assert!(!e.contains("did you mean") && !e.contains("s3cr3t"), "{e}");
         assert!(check_known("redis", "protocol=resp3&cacert=/ca.pem", "x").is_ok());
-        assert!(check_known("zk", "x=1", "x").is_err());
         assert!(check_known("sqlite", "anything=1", "x").is_ok());
     }
 
