@@ -39,42 +39,76 @@ pub enum Command {
 /// Where the store is.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://, redis://, etcd://, zk://. Default: $TENURE_STORE, else sqlite://tenure.db.
+    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://, redis://, etcd://, zk://. Default: $TENURE_STORE; `tenure run` and `tenure serve --election` need one of them, the other commands fall back to sqlite://tenure.db.
     #[arg(long, value_name = "URL", conflicts_with = "store_file")]
     pub store: Option<String>,
-    /// Read the store URL from this file (keeps passwords out of `ps` and shell history).
+    /// Read the store URL from this file (keeps passwords out of `ps` and shell history): one URL on one line; blank lines and lines starting with # are ignored; at most 64 KiB.
     #[arg(long, value_name = "PATH")]
     pub store_file: Option<PathBuf>,
     /// Prefix of the SQL table names (the key prefix on Redis and etcd, the top znode on ZooKeeper).
-    #[arg(long, env = "TENURE_TABLE_PREFIX", default_value = StoreOptions::DEFAULT_TABLE_PREFIX)]
+    #[arg(long, env = "TENURE_TABLE_PREFIX", default_value = StoreOptions::DEFAULT_TABLE_PREFIX, value_parser = table_prefix)]
     pub table_prefix: String,
+}
+
+/// The largest store file read: a URL is far shorter, and a device such as
+/// /dev/zero must not be read until memory runs out.
+const MAX_STORE_FILE: u64 = 64 * 1024;
+
+/// The store used when none is named, by the commands that allow that.
+const DEFAULT_STORE: &str = "sqlite://tenure.db";
+
+fn table_prefix(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err(format!(
+            "the table prefix must not be empty; leave the option out for the default {:?}, or give one such as app_",
+            StoreOptions::DEFAULT_TABLE_PREFIX
+        ));
+    }
+    Ok(s.to_string())
 }
 
 impl StoreArgs {
     /// The URL from --store, --store-file, $TENURE_STORE or the default.
     pub fn url(&self) -> Result<String, Failure> {
+        Ok(self
+            .named_url()?
+            .unwrap_or_else(|| DEFAULT_STORE.to_string()))
+    }
+
+    /// The URL from --store, --store-file or $TENURE_STORE; `None` when
+    /// none of them is given.
+    fn named_url(&self) -> Result<Option<String>, Failure> {
         if let Some(u) = &self.store {
-            return Ok(u.clone());
+            return Ok(Some(u.clone()));
         }
         if let Some(path) = &self.store_file {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::Usage(format!("cannot read --store-file {}: {e}", path.display()))
-            })?;
-            let url = text.trim().to_string();
-            if url.is_empty() {
-                return Err(Failure::Usage(format!(
-                    "--store-file {} is empty; put the store URL in it",
-                    path.display()
-                )));
-            }
-            return Ok(url);
+            return read_store_file(path).map(Some);
         }
-        if let Ok(u) = std::env::var("TENURE_STORE") {
-            if !u.trim().is_empty() {
-                return Ok(u.trim().to_string());
-            }
+        match std::env::var_os("TENURE_STORE") {
+            None => Ok(None),
+            Some(u) => match u.to_str().map(str::trim) {
+                Some("") => Err(Failure::Usage(
+                    "TENURE_STORE is set but empty; set it to the store URL (e.g. TENURE_STORE=postgres://app@db/app) or unset it"
+                        .into(),
+                )),
+                Some(u) => Ok(Some(u.to_string())),
+                None => Err(Failure::Usage(
+                    "TENURE_STORE is not valid UTF-8; set it to the store URL or unset it".into(),
+                )),
+            },
         }
-        Ok("sqlite://tenure.db".to_string())
+    }
+
+    /// For commands that campaign: replicas share an election only through a
+    /// store they all name, so a default file relative to each one's working
+    /// directory would let two of them lead at once.
+    pub fn require_named(&self, command: &str) -> Result<(), Failure> {
+        match self.named_url()? {
+            Some(_) => Ok(()),
+            None => Err(Failure::Usage(format!(
+                "{command} needs a store shared by every replica: pass --store URL (or --store-file PATH, or set TENURE_STORE), e.g. --store sqlite:///var/lib/app/tenure.db or --store postgres://app@db/app"
+            ))),
+        }
     }
 
     pub fn options(&self) -> StoreOptions {
@@ -124,7 +158,50 @@ impl StoreArgs {
     }
 }
 
+/// Reads a store file: one URL on one line, blank lines and `#` comments
+/// around it ignored, at most [`MAX_STORE_FILE`] bytes. Messages never quote
+/// the file's contents (they hold a password).
+fn read_store_file(path: &std::path::Path) -> Result<String, Failure> {
+    use std::io::Read;
+    let shown = path.display();
+    let cannot =
+        |e: std::io::Error| Failure::Usage(format!("cannot read --store-file {shown}: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_STORE_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_STORE_FILE {
+        return Err(Failure::Usage(format!(
+            "--store-file {shown} is larger than 64 KiB; a store file holds one URL on one line"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Failure::Usage(format!(
+            "--store-file {shown} is not UTF-8 text; a store file holds one URL on one line"
+        ))
+    })?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    match lines.as_slice() {
+        [url] => Ok(url.to_string()),
+        [] => Err(Failure::Usage(format!(
+            "--store-file {shown} is empty; put the store URL in it"
+        ))),
+        more => Err(Failure::Usage(format!(
+            "--store-file {shown} has {} lines that are not blank or comments; a store file holds one URL on one line (blank lines and lines starting with # are ignored)",
+            more.len()
+        ))),
+    }
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("durations must be positive (e.g. 10s, 500ms, 1m)".into());
+    }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 500ms, 1m)"))
 }
 
@@ -139,10 +216,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "default")]
     pub namespace: String,
     /// Lease time to live: a crashed leader is replaced within about this long.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Duration,
     /// How often the leader renews (default ttl/3; must be below ttl/2).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub renew_period: Option<Duration>,
     /// This candidate's identity (default hostname-pid).
     #[arg(long = "id", value_name = "ID")]
@@ -154,7 +231,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
     /// Hand over to a live member of higher priority after leading this long.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub preempt_after: Option<Duration>,
     /// Exit (code 3) when leadership is lost, instead of campaigning again.
     #[arg(long)]
@@ -167,7 +244,7 @@ pub struct RunArgs {
     pub wait: bool,
     /// Time between SIGTERM and SIGKILL when stopping the command (default ttl/4, at most 5s).
     /// On leadership loss the command is always killed before the lease can expire.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub kill_grace: Option<Duration>,
     /// Also serve the HTTP API (as `tenure serve`) on this address (HOST:PORT, or a port on 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
@@ -186,7 +263,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", requires = "once")]
     pub attempts: Option<u32>,
     /// With --once: keep the record of KEY's runs at least this long.
-    #[arg(long, value_name = "DURATION", requires = "once", default_value = "7d", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", requires = "once", default_value = "7d", value_parser = duration, allow_hyphen_values = true)]
     pub keep: Duration,
     /// Exit at once with code 75 unless this replica leads at its first try
     /// (like `flock -n`): the command does not run.
@@ -194,7 +271,7 @@ pub struct RunArgs {
     pub no_wait: bool,
     /// Exit with code 75 unless this replica leads within this long (like
     /// `consul lock -timeout`): the command does not run.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
     /// The command to run while leader, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
@@ -230,7 +307,7 @@ pub struct ResignArgs {
     #[arg(long, default_value = "default")]
     pub namespace: String,
     /// How long to wait for the next leader before returning.
-    #[arg(long, default_value = "15s", value_parser = duration)]
+    #[arg(long, default_value = "15s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
 }
 
@@ -248,10 +325,10 @@ pub struct TransferArgs {
     #[arg(long, value_name = "IDENTITY")]
     pub to: String,
     /// How long only the target may take over (default 10s); then anyone.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub window: Option<Duration>,
     /// How long to wait for the next leader before returning.
-    #[arg(long, default_value = "15s", value_parser = duration)]
+    #[arg(long, default_value = "15s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
 }
 
@@ -282,7 +359,7 @@ pub struct MigrateArgs {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Lease TTL of the demo candidates.
-    #[arg(long, default_value = "2s", value_parser = duration)]
+    #[arg(long, default_value = "2s", value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 }
 
@@ -303,7 +380,7 @@ pub struct ServeArgs {
     #[arg(long = "id", value_name = "ID", requires = "election")]
     pub identity: Option<String>,
     /// Lease time to live of --election.
-    #[arg(long, default_value = "10s", value_parser = duration, requires = "election")]
+    #[arg(long, default_value = "10s", value_parser = duration, allow_hyphen_values = true, requires = "election")]
     pub ttl: Duration,
     /// Succession priority of --election, 0 to 1000.
     #[arg(
@@ -320,7 +397,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// How often an idle /v1/events stream carries a keep-alive comment.
-    #[arg(long, default_value = "15s", value_parser = duration)]
+    #[arg(long, default_value = "15s", value_parser = duration, allow_hyphen_values = true)]
     pub sse_keep_alive: Duration,
     /// Keep retrying if the store is unreachable at start, instead of failing.
     #[arg(long)]

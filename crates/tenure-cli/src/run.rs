@@ -92,15 +92,13 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         Some(addr) => Some(crate::serve::bind(addr).await?),
         None => None,
     };
-    let mut signals = Signals::new()?;
-    let store = if a.wait {
-        tokio::select! {
-            s = a.store.connect_waiting() => s?,
-            code = signals.next() => return Ok(code),
-        }
-    } else {
-        a.store.connect().await?
-    };
+    // The candidate's own settings are judged before the store is asked for.
+    tenure::validate_name("election", &a.election)?;
+    tenure::validate_name("namespace", &a.namespace)?;
+    if let Some(id) = &a.identity {
+        tenure::validate_identity(id)?;
+    }
+    tenure::validate_metadata(&a.metadata)?;
     let priority = u32::try_from(a.priority)
         .ok()
         .filter(|p| *p <= tenure::MAX_PRIORITY)
@@ -111,11 +109,20 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                 tenure::MAX_PRIORITY
             ))
         })?;
+    a.store.require_named("tenure run")?;
+    let mut signals = Signals::new()?;
+    let store = if a.wait {
+        tokio::select! {
+            s = a.store.connect_waiting() => s?,
+            code = signals.next() => return Ok(code),
+        }
+    } else {
+        a.store.connect().await?
+    };
+    tracing::info!("store: {}", store.describe());
     // `--once`: a KEY already settled needs no campaign at all.
     let once = match &a.once {
         Some(name) => {
-            tenure::validate_name("election", &a.election)?;
-            tenure::validate_name("namespace", &a.namespace)?;
             let key = tenure::store::ElectionKey::new(a.namespace.clone(), a.election.clone());
             let once = Once::new(store.clone(), key, name.clone(), a.attempts, a.keep)?;
             if let Some(code) = once.settled().await? {

@@ -120,6 +120,9 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
     let listener = bind(&a.http).await?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Runtime(e.to_string()))?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Runtime(e.to_string()))?;
+    if a.election.is_some() {
+        a.store.require_named("tenure serve --election")?;
+    }
     let store = if a.wait {
         tokio::select! {
             s = a.store.connect_waiting() => s?,
@@ -129,6 +132,7 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
     } else {
         a.store.connect().await?
     };
+    tracing::info!("store: {}", store.describe());
     let elector = match &a.election {
         Some(election) => {
             let priority = u32::try_from(a.priority)

@@ -221,7 +221,7 @@ fn tls_setup_errors_exit_2_and_name_the_parameter() {
         2,
         &[
             "TLS to store etcds://root:***@",
-            "cannot read the CA (cacert=) file \"/nonexistent/ca.pem\"",
+            "cannot read cacert=/nonexistent/ca.pem: No such file",
         ],
     );
     assert_fails(
@@ -737,7 +737,7 @@ async fn bad_urls_and_settings_each_get_a_message_that_names_the_problem() {
             vec![
                 "status",
                 "--store",
-                "mysql://root:pw7x@127.0.0.1:99999/test?password=s3",
+                "mysql://root:pw7x@127.0.0.1:99999/test?ssl-password=s3",
             ],
             2,
             vec![

@@ -30,6 +30,9 @@ const MIN_MARGIN: Duration = Duration::from_millis(50);
 const ROUND_TRIP_ALLOWANCE: Duration = Duration::from_millis(50);
 /// The poll period's floor: below it followers would hammer the store.
 const MIN_POLL: Duration = Duration::from_millis(5);
+/// The renew period's floor: a leader renewing more often only loads the
+/// store (the shortest TTL's default, ttl/3, is 33 ms).
+pub const MIN_RENEW_PERIOD: Duration = Duration::from_millis(10);
 
 /// What the builder was asked for, before any check.
 #[derive(Clone, Debug)]
@@ -396,6 +399,12 @@ fn check_renew_period(ttl: Duration, renew_period: Option<Duration>) -> Result<D
             format!("{renew_period:?} must be above zero and below ttl/2 = {:?}, so a failed renewal can be retried before the lease expires (default ttl/3)", ttl / 2),
         ));
     }
+    if renew_period < MIN_RENEW_PERIOD {
+        return Err(Error::config(
+            "renew period",
+            format!("{renew_period:?} is too short: renewing more often than every {MIN_RENEW_PERIOD:?} only loads the store; use at least {MIN_RENEW_PERIOD:?} (default ttl/3)"),
+        ));
+    }
     Ok(renew_period)
 }
 
@@ -535,6 +544,20 @@ mod tests {
             },
             "renew period: 600ms must be above zero and below ttl/2 = 500ms",
         );
+        check(
+            Request {
+                ttl: MS(1000),
+                renew_period: Some(Duration::from_nanos(1)),
+                ..request()
+            },
+            "renew period: 1ns is too short: renewing more often than every 10ms only loads the store; use at least 10ms",
+        );
+        assert!(config(&Request {
+            ttl: MS(1000),
+            renew_period: Some(MIN_RENEW_PERIOD),
+            ..request()
+        })
+        .is_ok());
         check(Request::default(), "election: is required");
         check(
             Request {

@@ -242,13 +242,17 @@ mod telemetry;
 pub mod testing;
 
 pub use config::{
-    check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_TTL,
+    check_supervised_timing, DEFAULT_POLL, DEFAULT_TTL, MAX_PRIORITY, MAX_TTL, MIN_RENEW_PERIOD,
+    MIN_TTL,
 };
 pub use elector::{DynStoreArg, Elector, ElectorBuilder};
 pub use error::{BoxError, Error, Result};
 pub use events::{Event, StopReason};
 pub use leadership::{HandoverHold, Leadership, State};
-pub use names::{validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES, MAX_NAME_BYTES};
+pub use names::{
+    validate_identity, validate_metadata, validate_name, MAX_IDENTITY_BYTES, MAX_METADATA_BYTES,
+    MAX_NAME_BYTES,
+};
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};
 
 // The README's examples are compiled as doctests so they cannot rot.

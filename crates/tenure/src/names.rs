@@ -32,7 +32,14 @@ pub fn validate_name(field: &'static str, name: &str) -> Result<()> {
     check_text(field, name, MAX_NAME_BYTES)
 }
 
-pub(crate) fn validate_identity(identity: &str) -> Result<()> {
+/// Checks a candidate identity: 1 to [`MAX_IDENTITY_BYTES`] bytes of UTF-8,
+/// no control characters.
+///
+/// ```
+/// assert!(tenure::validate_identity("box1").is_ok());
+/// assert!(tenure::validate_identity("").is_err());
+/// ```
+pub fn validate_identity(identity: &str) -> Result<()> {
     if identity.is_empty() {
         return Err(Error::config(
             "identity",
@@ -42,7 +49,14 @@ pub(crate) fn validate_identity(identity: &str) -> Result<()> {
     check_text("identity", identity, MAX_IDENTITY_BYTES)
 }
 
-pub(crate) fn validate_metadata(metadata: &str) -> Result<()> {
+/// Checks the metadata stored with a lease: at most [`MAX_METADATA_BYTES`]
+/// bytes of UTF-8, no control characters.
+///
+/// ```
+/// assert!(tenure::validate_metadata("10.0.0.5:8080").is_ok());
+/// assert!(tenure::validate_metadata("a\nb").is_err());
+/// ```
+pub fn validate_metadata(metadata: &str) -> Result<()> {
     check_text("metadata", metadata, MAX_METADATA_BYTES)
 }
 

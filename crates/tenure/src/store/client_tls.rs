@@ -44,7 +44,7 @@ impl ClientTlsFiles {
     pub(crate) fn read_cacert(&self) -> Result<Option<Vec<u8>>, String> {
         self.cacert
             .as_deref()
-            .map(|p| read("CA (cacert=)", p))
+            .map(|p| super::ca_file::read_ca_file("cacert", p))
             .transpose()
     }
 
@@ -158,7 +158,7 @@ mod tests {
         f.take("cert", "/c.pem".into());
         assert!(f.check_pair().unwrap_err().contains("key="));
         let e = f.read_cacert().unwrap_err();
-        assert!(e.contains("cacert=") && e.contains("\"/ca.pem\""), "{e}");
+        assert!(e.contains("cannot read cacert=/ca.pem"), "{e}");
     }
 
     #[test]

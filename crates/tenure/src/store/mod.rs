@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+#[cfg(any(feature = "tls", feature = "redis", feature = "etcd"))]
+mod ca_file;
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod client_tls;
 #[cfg(feature = "etcd")]
@@ -29,6 +31,7 @@ pub mod etcd;
 ))]
 mod gather;
 pub mod memory;
+mod params;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod percent;
 mod push_health;

@@ -154,6 +154,7 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<DynStore> {
     if scheme == "memory" {
         return Ok(Arc::new(super::memory::MemoryStore::new()));
     }
+    check_url(url)?;
     let Some(feature) = scheme_feature(&scheme) else {
         return Err(Error::InvalidUrl {
             url: redact_url(url),
@@ -239,6 +240,23 @@ async fn connect_sql(url: &str, _options: &StoreOptions) -> Result<DynStore> {
     })
 }
 
+/// The checks every store URL passes before a driver sees it: user
+/// information without unencoded special characters, and no query parameter
+/// the scheme does not take (see the `params` module).
+pub(crate) fn check_url(url: &str) -> Result<()> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let described = redact_url(url);
+    super::params::check_userinfo(url, &described)?;
+    let after_userinfo = super::params::userinfo_end(rest).map_or(rest, |at| &rest[at + 1..]);
+    if let Some((_, query)) = after_userinfo.split_once('?') {
+        let query = query.split_once('#').map_or(query, |(q, _)| q);
+        super::params::check_known(scheme, query, &described)?;
+    }
+    Ok(())
+}
+
 fn schemes_hint() -> String {
     let list: Vec<&str> = supported_schemes()
         .into_iter()
@@ -262,6 +280,8 @@ fn schemes_hint() -> String {
 /// );
 /// ```
 pub fn redact_url(url: &str) -> String {
+    let masked = mask_userinfo(url);
+    let url: &str = &masked;
     if url
         .split_once("://")
         .is_some_and(|(s, _)| s.eq_ignore_ascii_case("etcd") || s.eq_ignore_ascii_case("etcds"))
@@ -281,10 +301,8 @@ pub fn redact_url(url: &str) -> String {
     if parsed.password().is_some() {
         let _ = parsed.set_password(Some("***"));
     }
-    let secret = |k: &str| {
-        let k = k.to_ascii_lowercase();
-        k.contains("pass") || k.contains("secret") || k.contains("token") || k == "key"
-    };
+    let scheme = parsed.scheme().to_string();
+    let secret = |k: &str| !super::params::shown(&scheme, k);
     if parsed.query_pairs().any(|(k, _)| secret(&k)) {
         let pairs: Vec<(String, String)> = parsed
             .query_pairs()
@@ -305,6 +323,30 @@ pub fn redact_url(url: &str) -> String {
         parsed.set_query(Some(&query));
     }
     parsed.to_string()
+}
+
+/// The URL with everything between `://` and its last `@` replaced by
+/// `user:***` (or `***` when the user name itself holds a character that
+/// ends an authority), before any parser reads it: a password with an
+/// unencoded `/`, `?`, `#` or `@` would otherwise be read as host, path or
+/// query and printed. SQLite paths have no user information and are kept.
+fn mask_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.into();
+    };
+    if scheme.eq_ignore_ascii_case("sqlite") {
+        return url.into();
+    }
+    let Some(at) = super::params::userinfo_end(rest) else {
+        return url.into();
+    };
+    let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
+    let unsafe_char = |s: &str| s.contains(['/', '?', '#', '@']);
+    match userinfo.split_once(':') {
+        Some((user, _)) if !unsafe_char(user) => format!("{scheme}://{user}:***@{host}").into(),
+        None if !unsafe_char(userinfo) => url.into(),
+        _ => format!("{scheme}://***@{host}").into(),
+    }
 }
 
 /// A URL the `url` crate cannot parse (a port out of range, say): keep the
@@ -398,6 +440,31 @@ mod tests {
             "zk://bob:***@h1:2181,h2:2181/app"
         );
         assert_eq!(redact_url("zk://h1:2181/a?x=SECRET"), "zk://h1:2181/a?***");
+        // A password with an unencoded special character, whatever the parser makes of it.
+        for (url, shown) in [
+            (
+                "postgres://app:Zx9/Qw+8Lk==@127.0.0.1:5432/test",
+                "postgres://app:***@127.0.0.1:5432/test",
+            ),
+            (
+                "postgres://postgres:1234/x@127.0.0.1:5432/test",
+                "postgres://postgres:***@127.0.0.1:5432/test",
+            ),
+            ("mysql://root:hu#nt@h/db", "mysql://root:***@h/db"),
+            ("redis://:a?b@h:6379/0", "redis://:***@h:6379/0"),
+            ("mysql://ro/ot:pw@h/db", "mysql://***@h/db"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+        // Values of parameters a scheme does not know are hidden.
+        assert_eq!(
+            redact_url("postgres://h/db?pasword=s3cr3t&sslmode=require"),
+            "postgres://h/db?pasword=***&sslmode=require"
+        );
+        assert_eq!(
+            redact_url("sqlite:///tmp/a@b.db?mode=rwc"),
+            "sqlite:///tmp/a@b.db?mode=rwc"
+        );
     }
 
     #[tokio::test]

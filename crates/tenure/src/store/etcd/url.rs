@@ -29,8 +29,17 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
     } else {
         return Err(bad(EXPECTED.into()));
     };
+    crate::store::params::check_userinfo(url, &redact(url))?;
     let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let authority = before_query.split('/').next().unwrap_or_default();
+    let (authority, path) = before_query
+        .split_once('/')
+        .map_or((before_query, ""), |(a, p)| (a, p));
+    if !path.is_empty() {
+        return Err(bad(format!(
+            "etcd URLs take no path (here /{}); tenure's keys start with the table prefix (--table-prefix, default tenure_), so give a prefix of your own there",
+            path.chars().filter(|c| !c.is_control()).take(64).collect::<String>()
+        )));
+    }
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((u, h)) => (Some(u), h),
         None => (None, authority),
@@ -46,10 +55,13 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
     let mut files = ClientTlsFiles::default();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if let Some((k, _)) = files.take(&percent::decode(k), percent::decode(v)) {
-            return Err(bad(format!(
-                "unknown parameter {k:?}; etcd URLs take cacert=, cert= and key= (with etcds://)"
-            )));
+        if files
+            .take(&percent::decode(k), percent::decode(v))
+            .is_some()
+        {
+            // Names the parameter and the closest known one, never its value.
+            let scheme = if tls_scheme { "etcds" } else { "etcd" };
+            crate::store::params::check_known(scheme, query, &redact(url))?;
         }
     }
     if files.any() && !tls_scheme {
@@ -65,6 +77,7 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
             return Err(bad(format!("empty host; {EXPECTED}")));
         }
         let with_port = match host.rsplit_once(':') {
+            Some(("", _)) => return Err(bad(format!("empty host in {host:?}; {EXPECTED}"))),
             Some((_, port)) if !host.ends_with(']') => {
                 port.parse::<u16>()
                     .map_err(|_| bad(format!("bad port in {host:?}")))?;
@@ -102,7 +115,7 @@ mod tests {
         assert_eq!(u.endpoints, ["http://a:1", "http://b:2379", "http://c:3"]);
         assert_eq!(u.user, None);
         assert_eq!(u.tls, None);
-        let u = parse_url("etcd://root:p%40ss@h:2379/x").unwrap();
+        let u = parse_url("etcd://root:p%40ss@h:2379/").unwrap();
         assert_eq!(u.user, Some(("root".into(), "p@ss".into())));
         assert!(parse_url("etcd://h:x").is_err());
         assert!(parse_url("etcd://").is_err());
@@ -115,6 +128,15 @@ mod tests {
             .to_string()
             .contains("SECRET"));
         assert_eq!(address("https://h:1"), "h:1");
+        let e = parse_url("etcd://h:2379/app").unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("no path"), "{e}");
+        let e = parse_url("etcd://:2379").unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("empty host"), "{e}");
+        let e = parse_url("etcd://u:pa/ss@h:2379").unwrap_err();
+        assert!(
+            e.to_string().contains("%2F") && !e.to_string().contains("pa/ss"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -143,6 +165,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown parameter \"sslmode\""), "{e}");
+        let e = parse_url("etcds://h?cacrt=/ca.pem")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean \"cacert\"?"), "{e}");
         assert!(!e.contains("SECRET"), "{e}");
     }
 }

@@ -26,6 +26,50 @@ pub(super) fn timed_out(store: &str, after: Duration) -> Error {
     }
 }
 
+/// For a URL that got no answer: whether it is `rediss://` and a plain-text Redis
+/// answers on that host and port. Such a server reads the TLS hello as the
+/// start of a command and waits for its end, so the handshake only times out.
+pub(super) async fn speaks_plain_redis(url: &str) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(parsed) = url::Url::parse(url) else {
+        return false;
+    };
+    if parsed.scheme() != "rediss" {
+        return false;
+    }
+    let Some(host) = parsed.host_str() else {
+        return false;
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = parsed.port().unwrap_or(6379);
+    let probe = async move {
+        let mut conn = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .ok()?;
+        conn.write_all(b"PING\r\n").await.ok()?;
+        let mut first = [0u8; 1];
+        conn.read_exact(&mut first).await.ok()?;
+        // +PONG, or -NOAUTH / -ERR: either way a Redis in plain text.
+        Some(matches!(first[0], b'+' | b'-'))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), probe).await,
+        Ok(Some(true))
+    )
+}
+
+/// The error for a `rediss://` URL naming a plain-text Redis.
+pub(super) fn no_tls(store: &str) -> Error {
+    Error::Tls {
+        source: None,
+        store: store.to_string(),
+        reason: "the server does not speak TLS on this port (a plain-text Redis answers there); use redis:// for it, or enable TLS on the server (tls-port, tls-cert-file, tls-key-file)".into(),
+    }
+}
+
 fn not_redis(store: String, what: &str) -> Error {
     Error::Protocol {
         source: None,

@@ -96,6 +96,7 @@ impl RedisStore {
     /// loads nothing else: there is no schema to create.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         crate::names::validate_table_prefix(&options.table_prefix)?;
+        super::registry::check_url(url)?;
         let described = super::redact_url(url);
         let client = client::build(url, &described)?;
         let config = ConnectionManagerConfig::new()
@@ -103,13 +104,18 @@ impl RedisStore {
             .set_response_timeout(Some(options.connect_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(
+        let connected = tokio::time::timeout(
             options.connect_timeout + Duration::from_millis(500),
             ConnectionManager::new_with_config(client.clone(), config),
         )
-        .await
-        .map_err(|_| errors::timed_out(&described, options.connect_timeout))?
-        .map_err(|e| errors::classify_first(&described, e))?;
+        .await;
+        let conn = match connected {
+            Ok(c) => c.map_err(|e| errors::classify_first(&described, e))?,
+            Err(_) if errors::speaks_plain_redis(url).await => {
+                return Err(errors::no_tls(&described))
+            }
+            Err(_) => return Err(errors::timed_out(&described, options.connect_timeout)),
+        };
         let scripts = std::sync::Arc::new(Scripts::new());
         let batches = std::sync::Arc::new(batch::Batches::new(batch::Caller {
             conn: conn.clone(),

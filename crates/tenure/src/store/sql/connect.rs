@@ -115,6 +115,7 @@ impl SqlStore {
     /// No schema check happens; use [`SqlStore::migrate`] or [`SqlStore::connect`].
     pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self> {
         validate_table_prefix(&options.table_prefix)?;
+        crate::store::registry::check_url(url)?;
         let (dialect, driver_url) = parse_url(url)?;
         install_drivers();
         let described = redact_url(url);
@@ -248,6 +249,12 @@ fn parse_url(url: &str) -> Result<(Dialect, String)> {
             if path.is_empty() || path.starts_with(":memory:") || path.contains("mode=memory") {
                 return Err(bad(
                     "an in-memory SQLite database is private to one connection; use a file path (sqlite://tenure.db) or memory:// for a single process",
+                ));
+            }
+            let file = path.split_once('?').map_or(path, |(p, _)| p);
+            if file.contains('\0') || file.to_ascii_lowercase().contains("%00") {
+                return Err(bad(
+                    "the file path holds a NUL character (%00), which no file name can; remove it",
                 ));
             }
             let sep = if rest.contains('?') { '&' } else { '?' };

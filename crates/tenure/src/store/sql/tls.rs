@@ -143,11 +143,15 @@ impl TlsParams {
                 self.key_key()
             )));
         }
+        // A directory opens like a file and a file without a certificate
+        // reads fine: both would fail only at the handshake, as an
+        // unreachable server or an unknown issuer.
+        if let Some((k, v)) = &self.ca {
+            if !is_inline_pem(v) {
+                crate::store::ca_file::read_ca_file(k, v).map_err(fail)?;
+            }
+        }
         for (what, param) in [
-            (
-                "the CA certificate(s) that signed the server's certificate",
-                &self.ca,
-            ),
             ("the client certificate", &self.cert),
             ("the client's private key", &self.key),
         ] {
