@@ -326,6 +326,8 @@ fn store_files_hold_one_url_on_one_line_of_at_most_64_kib() {
     );
     assert!(!d.join("a.db").exists(), "a store was opened");
     // Blank lines and comments around the one URL are fine.
+    let made = common::tenure(d, &["migrate", "--store", &a]);
+    assert_eq!(made.status.code(), Some(0), "{}", text(&made));
     let commented = d.join("commented");
     std::fs::write(&commented, format!("# the election store\n\n  {a}  \n\n")).unwrap();
     let out = status_with_file(&commented);
@@ -367,6 +369,8 @@ fn an_empty_tenure_store_is_refused_and_run_needs_a_named_store() {
     );
     assert!(!d.join("tenure.db").exists(), "a default store was created");
     // Read-only commands keep the documented default.
+    let made = common::tenure(d, &["migrate"]);
+    assert_eq!(made.status.code(), Some(0), "{}", text(&made));
     let out = common::tenure(d, &["status"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
