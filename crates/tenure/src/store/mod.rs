@@ -60,7 +60,7 @@ mod wakeups;
 pub mod zookeeper;
 
 pub use push_health::PushHealth;
-pub use reason::{EndReason, Handover, HandoverReason, StartReason};
+pub use reason::{EndReason, Handover, HandoverReason, StartReason, HANDOVER_ANYONE};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 pub use runs::{RunRecord, RunRecords, MAX_RUN_KEEP, MAX_RUN_VALUE_BYTES};
 
