@@ -28,6 +28,7 @@ pub mod etcd;
     feature = "etcd"
 ))]
 mod gather;
+mod integrity;
 pub mod memory;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod percent;
@@ -59,6 +60,8 @@ mod wakeups;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 
+pub(crate) use integrity::{check_lease, check_record, CorruptLease, StoredLease};
+pub use integrity::{EXPIRY_SLACK, MAX_TERM};
 pub use push_health::PushHealth;
 pub use reason::{EndReason, Handover, HandoverReason, StartReason, HANDOVER_ANYONE};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};

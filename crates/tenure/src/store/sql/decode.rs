@@ -7,8 +7,8 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::store::{
-    remaining_from_us, ElectionKey, EndReason, Handover, HistoryRecord, LeaseRecord, MemberRecord,
-    StartReason,
+    remaining_from_us, CorruptLease, ElectionKey, EndReason, Handover, HistoryRecord, LeaseRecord,
+    MemberRecord, StartReason, StoredLease,
 };
 
 /// A stored value that no version of tenure writes, as a decode error.
@@ -41,11 +41,30 @@ fn record_from(row: &impl Columns) -> Result<LeaseRecord, sqlx::Error> {
     let holder: String = row.text("holder")?;
     let expires_at_us: i64 = row.int("expires_us")?;
     let now_us: i64 = row.int("now_us")?;
+    let key = ElectionKey {
+        namespace: row.text("namespace")?,
+        election: row.text("election")?,
+    };
+    // Values no version of tenure writes (a hand-edited row) are refused
+    // before anyone acts on them: a negative term would read as 0 and hand
+    // out terms twice.
+    crate::store::check_lease(StoredLease {
+        term: row.int("term")?,
+        version: row.int("version")?,
+        ttl_us: row.int("ttl_us")?,
+        held: !holder.is_empty(),
+        expires_us: expires_at_us,
+        now_us,
+        handover_until_us: row.int("handover_until_us")?,
+    })
+    .map_err(|reason| {
+        sqlx::Error::Decode(Box::new(CorruptLease {
+            key: key.clone(),
+            reason,
+        }))
+    })?;
     Ok(LeaseRecord {
-        key: ElectionKey {
-            namespace: row.text("namespace")?,
-            election: row.text("election")?,
-        },
+        key,
         remaining: if holder.is_empty() {
             Duration::ZERO
         } else {
