@@ -123,6 +123,38 @@ impl Setup {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Runs `etcdctl` (or, with `shell`, a shell command line) against the
+    /// test's etcd; its standard output.
+    fn etcdctl(&self, args: &[&str], shell: Option<&str>) -> String {
+        let endpoints = self
+            .url
+            .strip_prefix("etcd://")
+            .expect("an etcd URL")
+            .split(',')
+            .map(|h| format!("http://{h}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cmd = match shell {
+            Some(line) => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(line);
+                c
+            }
+            None => {
+                let mut c = Command::new("etcdctl");
+                c.args(args);
+                c
+            }
+        };
+        let out = cmd
+            .env("ETCDCTL_API", "3")
+            .env("ETCDCTL_ENDPOINTS", endpoints)
+            .output()
+            .expect("run etcdctl");
+        assert!(out.status.success(), "etcdctl {args:?} {shell:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Removes this test's keys from the shared Redis.
     fn drop_redis_keys(&self) {
         let keys = self.redis_cli(&["--scan", "--pattern", &format!("{}*", self.prefix)]);
@@ -146,6 +178,24 @@ impl Setup {
             assert!(!out.contains("ERR"), "{out}");
             return;
         }
+        if self.store == "etcd" {
+            // The election's state record names a holder whose lease runs
+            // to the year 9999 (etcd's own lease is gone: released).
+            let keys = self.etcdctl(&["get", "--prefix", "", "--keys-only"], None);
+            let state = keys
+                .lines()
+                .find(|k| k.contains("/state/") && k.ends_with(&self.election))
+                .unwrap_or_else(|| panic!("no state key in {keys}"))
+                .to_string();
+            let value = self.etcdctl(&["get", &state, "--print-value-only"], None);
+            let mut v: serde_json::Value = serde_json::from_str(value.trim()).expect("state JSON");
+            assert!(matches!(how, Tamper::Ghost), "etcd terms are revisions");
+            v["holder"] = "ghost".into();
+            v["end_reason"] = "".into();
+            v["expires_at_us"] = YEAR_9999_US.into();
+            self.etcdctl(&["put", &state, &v.to_string()], None);
+            return;
+        }
         let set = match how {
             Tamper::Negative => "term = -5".to_string(),
             Tamper::MaxTerm => format!("term = {}", i64::MAX),
@@ -166,6 +216,11 @@ impl Setup {
             .unwrap_or_else(|| panic!("no repair in: {message}"))
             + "repaired: run `".len();
         let command = &message[at..at + message[at..].find('`').expect("closing backtick")];
+        if self.store == "etcd" {
+            assert!(command.starts_with("etcdctl del "), "{command}");
+            self.etcdctl(&[], Some(command));
+            return;
+        }
         if self.store == "redis" {
             let rest = command
                 .strip_prefix("redis-cli ")
@@ -203,7 +258,8 @@ async fn story(store: &'static str, how: Tamper) {
     let Some(s) = setup(store).await else {
         return;
     };
-    let _drop = (store != "redis" && store != "sqlite").then(|| DropTables {
+    let sql = !matches!(store, "redis" | "etcd");
+    let _drop = (sql && store != "sqlite").then(|| DropTables {
         url: s.url.clone(),
         prefix: s.prefix.clone(),
     });
@@ -211,11 +267,7 @@ async fn story(store: &'static str, how: Tamper) {
         s.dir.path(),
         &["migrate", "--store", &s.url, "--table-prefix", &s.prefix],
     );
-    assert!(
-        migrate.status.success() || store == "redis",
-        "{}",
-        text(&migrate)
-    );
+    assert!(migrate.status.success() || !sql, "{}", text(&migrate));
 
     // A first tenure, released: terms up to `first` were handed out.
     let a = s.run("a");
@@ -342,4 +394,5 @@ stories! {
     redis_negative_term: "redis", Negative;
     redis_max_term: "redis", MaxTerm;
     redis_ghost_holder: "redis", Ghost;
+    etcd_ghost_holder: "etcd", Ghost;
 }
