@@ -27,6 +27,9 @@ enum Tamper {
     MaxTerm,
     /// `holder = 'ghost'`, expiry in the year 9999.
     Ghost,
+    /// `term = 1e19`: on SQLite a REAL (what `i64::MAX + 1` becomes there),
+    /// on Redis a number the scripts' doubles read but no integer.
+    RealTerm,
 }
 
 /// The year 9999 in µs since the epoch.
@@ -174,6 +177,7 @@ impl Setup {
                 Tamper::Ghost => {
                     self.redis_cli(&["HSET", &key, "holder", "ghost", "expires_us", &year_9999])
                 }
+                Tamper::RealTerm => self.redis_cli(&["HSET", &key, "term", "1e19"]),
             };
             assert!(!out.contains("ERR"), "{out}");
             return;
@@ -200,6 +204,7 @@ impl Setup {
             Tamper::Negative => "term = -5".to_string(),
             Tamper::MaxTerm => format!("term = {}", i64::MAX),
             Tamper::Ghost => format!("holder = 'ghost', expires_us = {YEAR_9999_US}"),
+            Tamper::RealTerm => "term = 1e19".to_string(),
         };
         self.sql(&format!(
             "UPDATE {}leases SET {set} WHERE election = '{}'",
@@ -295,8 +300,15 @@ async fn story(store: &'static str, how: Tamper) {
         Tamper::Negative => "term is -5",
         Tamper::MaxTerm => "largest term",
         Tamper::Ghost => "expires_us 253402300799000000",
+        Tamper::RealTerm => "term",
     };
     assert!(stderr.contains(expect), "{store} {how:?}: {out}");
+    if let Tamper::RealTerm = how {
+        assert!(
+            stderr.contains("1e19") || stderr.contains("not a 64-bit integer"),
+            "{out}"
+        );
+    }
 
     // `run` starts no job on the corrupt record, says why once, and does
     // not spin: over 4 s it reads the record at most a few times.
@@ -385,6 +397,7 @@ stories! {
     sqlite_negative_term: "sqlite", Negative;
     sqlite_max_term: "sqlite", MaxTerm;
     sqlite_ghost_holder: "sqlite", Ghost;
+    sqlite_real_term: "sqlite", RealTerm;
     postgres_negative_term: "postgres", Negative;
     postgres_max_term: "postgres", MaxTerm;
     postgres_ghost_holder: "postgres", Ghost;
@@ -394,5 +407,6 @@ stories! {
     redis_negative_term: "redis", Negative;
     redis_max_term: "redis", MaxTerm;
     redis_ghost_holder: "redis", Ghost;
+    redis_real_term: "redis", RealTerm;
     etcd_ghost_holder: "etcd", Ghost;
 }
