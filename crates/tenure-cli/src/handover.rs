@@ -40,6 +40,8 @@ pub async fn resign(a: ResignArgs) -> Result<u8, Failure> {
 
 pub async fn transfer(a: TransferArgs) -> Result<u8, Failure> {
     let key = key(&a.namespace, &a.election)?;
+    tenure::handover::check_transfer_target(&a.to)
+        .map_err(|e| Failure::Usage(format!("--to: {e}")))?;
     let window = a.window.unwrap_or(Duration::from_secs(10));
     tenure::handover::check_transfer_window(window)
         .map_err(|e| Failure::Usage(format!("--window: {e}")))?;

@@ -522,6 +522,84 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
+/// `*` is what the stores keep for a hand-over to anyone: `transfer --to '*'`
+/// is a usage error (exit 2), in the CLI and in the library, even where a
+/// member registered under that identity, and it writes nothing; no
+/// candidate may take `*` as its identity. Before, the request was stored
+/// as a resignation.
+#[tokio::test]
+async fn transfer_to_the_anyone_sentinel_is_refused() {
+    use tenure::store::{ElectionKey, Member};
+    let dir = tempfile::tempdir().unwrap();
+    let (url, store, _) =
+        sqlite_with_a_leader_and_a_member(dir.path(), std::time::Duration::from_secs(60)).await;
+    let key = ElectionKey::new("default", "jobs");
+    let sentinel = Member {
+        key: key.clone(),
+        holder: "*#1".into(),
+        metadata: String::new(),
+        priority: 0,
+    };
+    store
+        .heartbeat(&sentinel, std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let out = tenure(
+        dir.path(),
+        &[
+            "transfer",
+            "--store",
+            &url,
+            "--election",
+            "jobs",
+            "--to",
+            "*",
+            "--wait",
+            "0s",
+        ],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("--to") && all.contains("\"*\" is not an identity") && all.contains("resign"),
+        "{all}"
+    );
+    let err = tenure::handover::transfer(&store, &key, "*", std::time::Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(err.is_usage(), "{err}");
+    assert!(err.to_string().contains("not an identity"), "{err}");
+    let rec = store.read(&key).await.unwrap().unwrap();
+    assert_eq!(rec.handover, None, "no hand-over was written");
+    assert_eq!(
+        rec.holder.as_deref(),
+        Some("lead#1"),
+        "the leader still leads"
+    );
+    let out = tenure(
+        dir.path(),
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "jobs",
+            "--id",
+            "*",
+            "--",
+            "true",
+        ],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("identity") && all.contains("reserved"),
+        "{all}"
+    );
+    let out = tenure(dir.path(), &["status", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
 /// A transfer target that is registered but has not sent a heartbeat for
 /// longer than the TTL (crashed, its registration not yet lapsed) is refused,
 /// by the rule succession uses.

@@ -43,6 +43,9 @@ pub(crate) struct Campaign {
     rtt: Duration,
     /// Consecutive store failures, to log the first of a streak loudly and the rest quietly.
     failures: u32,
+    /// The corrupt-lease error last logged ([`Error::Corrupt`]), to log each
+    /// new one once rather than every retry.
+    corrupt: Option<String>,
     /// Pushed change notifications, where the store has them.
     changes: Option<Changes>,
     /// Whether we already left the member list while stepping down.
@@ -76,6 +79,19 @@ fn jittered(period: Duration) -> Duration {
     period.mul_f64(crate::random::factor(0.5, 1.0))
 }
 
+/// How often a follower looks again at a corrupt lease: a TTL, but at least
+/// [`CORRUPT_RETRY_MIN`] and at most [`CORRUPT_RETRY_MAX`]. Someone must
+/// repair the record first; a repair written by tenure or noticed by a push
+/// is seen sooner.
+fn corrupt_retry(ttl: Duration) -> Duration {
+    ttl.clamp(CORRUPT_RETRY_MIN, CORRUPT_RETRY_MAX)
+}
+
+/// The shortest wait between reads of a corrupt lease.
+const CORRUPT_RETRY_MIN: Duration = Duration::from_secs(10);
+/// The longest wait between reads of a corrupt lease.
+const CORRUPT_RETRY_MAX: Duration = Duration::from_secs(60);
+
 impl Campaign {
     pub(crate) fn new(
         config: Arc<Config>,
@@ -91,6 +107,7 @@ impl Campaign {
             commands,
             rtt: Duration::ZERO,
             failures: 0,
+            corrupt: None,
             changes,
             left: false,
             free_since: None,
@@ -169,7 +186,30 @@ impl Campaign {
         }
     }
 
+    /// How long to wait after a failed follower call: a corrupt lease
+    /// ([`Error::Corrupt`]) stays corrupt until someone repairs it, so it is
+    /// logged once (again only when the error changes) and retried slowly;
+    /// anything else is retried at the retry period.
+    fn follower_failed(&mut self, what: &str, e: &Error) -> Duration {
+        if !matches!(e, Error::Corrupt { .. }) {
+            self.store_failed(what, e);
+            return jittered(self.timing().retry_period);
+        }
+        crate::telemetry::store_error(what);
+        let message = e.to_string();
+        if self.corrupt.as_deref() != Some(message.as_str()) {
+            tracing::error!(election = %self.config.key, "{what} refused: {message}");
+            self.corrupt = Some(message);
+        } else {
+            tracing::debug!(election = %self.config.key, "{what} refused: {message}");
+        }
+        jittered(corrupt_retry(self.timing().ttl))
+    }
+
     fn store_ok(&mut self) {
+        if self.corrupt.take().is_some() {
+            tracing::info!(election = %self.config.key, "the lease reads as valid again");
+        }
         if self.failures > 0 {
             tracing::info!(election = %self.config.key, after = self.failures, "store reachable again");
         }
@@ -509,10 +549,7 @@ impl Campaign {
                 Err(next) => return next,
             };
             let wait = match read {
-                Err(e) => {
-                    self.store_failed("reading the lease", &e);
-                    jittered(self.timing().retry_period)
-                }
+                Err(e) => self.follower_failed("reading the lease", &e),
                 Ok(rec) => {
                     self.store_ok();
                     self.publish_record(rec.as_ref());
@@ -708,10 +745,7 @@ impl Campaign {
         }
         match attempt {
             None => Err(Duration::ZERO),
-            Some(Err(e)) => {
-                self.store_failed("acquiring the lease", &e);
-                Err(jittered(self.timing().retry_period))
-            }
+            Some(Err(e)) => Err(self.follower_failed("acquiring the lease", &e)),
             Some(Ok(Acquire::Held(rec))) => {
                 self.store_ok();
                 self.publish_record(rec.as_ref());

@@ -108,6 +108,24 @@ pub enum Error {
         source: Option<BoxError>,
     },
 
+    /// An election's stored lease holds values no version of tenure writes (a
+    /// negative term, a term at the limit, an expiry beyond the TTL it
+    /// states): most often a hand-edited row. Tenure refuses to acquire it or
+    /// hand out its term until it is repaired; retrying does not help, so
+    /// candidates retry it only slowly. The message names the election and
+    /// the statement or command that repairs it.
+    #[error("the lease of {election} in store {store} is corrupt: {reason}; tenure will not acquire it until it is repaired: {repair}")]
+    Corrupt {
+        /// `namespace/election`.
+        election: String,
+        /// The store, described without secrets.
+        store: String,
+        /// Which value is out of range, and why.
+        reason: String,
+        /// How to repair the record (a statement or command to run).
+        repair: String,
+    },
+
     /// This candidate does not hold (or no longer holds) the lease.
     #[error("not the leader of {election}")]
     NotLeader {

@@ -54,6 +54,32 @@ pub fn check_transfer_window(window: Duration) -> Result<()> {
     Ok(())
 }
 
+/// Checks a transfer target: a valid identity, and not `*`, which the stores
+/// keep for a hand-over to anyone (a resignation): a transfer "to `*`"
+/// would silently resign. Use [`resign`] for that.
+///
+/// ```
+/// assert!(tenure::handover::check_transfer_target("web-2").is_ok());
+/// let err = tenure::handover::check_transfer_target("*").unwrap_err();
+/// assert!(err.is_usage());
+/// ```
+pub fn check_transfer_target(identity: &str) -> Result<()> {
+    if identity == crate::store::HANDOVER_ANYONE {
+        return Err(Error::config(
+            "transfer target",
+            format!(
+                "{identity:?} is not an identity: the stores use it to mark a hand-over to \
+                 anyone; to step down for anyone use resign (`tenure resign`), or name a \
+                 member's identity (`tenure status` lists them)"
+            ),
+        ));
+    }
+    crate::names::validate_identity(identity).map_err(|e| match e {
+        Error::InvalidConfig { reason, .. } => Error::config("transfer target", reason),
+        other => other,
+    })
+}
+
 /// Asks whoever leads `key` to hand over to `identity`, a live member with a
 /// fresh heartbeat, which alone may acquire for `window` (at most
 /// [`MAX_TRANSFER_WINDOW`]) after the leader stepped down.
@@ -96,6 +122,7 @@ pub(crate) async fn check_target(
     key: &ElectionKey,
     identity: &str,
 ) -> Result<LeaseRecord> {
+    check_transfer_target(identity)?;
     // The lease gives the store's clock and the election's TTL.
     let lease = store.read(key).await?.ok_or_else(|| Error::NoLeader {
         election: key.to_string(),

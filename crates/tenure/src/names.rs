@@ -46,6 +46,12 @@ pub fn validate_identity(identity: &str) -> Result<()> {
             "must not be empty (default: hostname-pid)",
         ));
     }
+    if identity == crate::store::HANDOVER_ANYONE {
+        return Err(Error::config(
+            "identity",
+            "\"*\" is reserved: the stores use it to mark a hand-over to anyone; pick another",
+        ));
+    }
     check_text("identity", identity, MAX_IDENTITY_BYTES)
 }
 

@@ -197,6 +197,8 @@ async fn run(
     // this observer asked the store to ring it for
     // ([`LeaseStore::watch_acquisitions`](crate::store::LeaseStore::watch_acquisitions)).
     let mut watches: HashMap<ElectionKey, AcquisitionWatch> = HashMap::new();
+    /// How often a corrupt lease ([`Error::Corrupt`](crate::Error::Corrupt)) is read again.
+    const CORRUPT_RETRY: Duration = Duration::from_secs(10);
     loop {
         let wait = match read(&store, &selection).await {
             Err(e) => {
@@ -212,7 +214,13 @@ async fn run(
                         return;
                     }
                 }
-                options.retry_period
+                // A corrupt lease stays so until someone repairs it: look
+                // again slowly rather than every retry period.
+                if matches!(e, crate::Error::Corrupt { .. }) {
+                    options.retry_period.max(CORRUPT_RETRY)
+                } else {
+                    options.retry_period
+                }
             }
             Ok(rows) => {
                 if failing {

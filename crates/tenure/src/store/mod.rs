@@ -30,6 +30,7 @@ pub mod etcd;
     feature = "etcd"
 ))]
 mod gather;
+mod integrity;
 pub mod memory;
 mod params;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
@@ -62,8 +63,10 @@ mod wakeups;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 
+pub(crate) use integrity::{check_lease, check_record, CorruptLease, StoredLease};
+pub use integrity::{EXPIRY_SLACK, MAX_TERM};
 pub use push_health::PushHealth;
-pub use reason::{EndReason, Handover, HandoverReason, StartReason};
+pub use reason::{EndReason, Handover, HandoverReason, StartReason, HANDOVER_ANYONE};
 pub use registry::{connect, redact_url, supported_schemes, StoreOptions};
 pub use runs::{RunRecord, RunRecords, MAX_RUN_KEEP, MAX_RUN_VALUE_BYTES};
 

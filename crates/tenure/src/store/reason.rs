@@ -68,6 +68,10 @@ pub enum Handover {
 /// The column value that means "anyone may take over".
 const ANYONE: &str = "*";
 
+/// The value the stores keep for a hand-over to anyone ([`Handover::Anyone`]):
+/// never an identity, so never a transfer target or a candidate's identity.
+pub const HANDOVER_ANYONE: &str = ANYONE;
+
 impl Handover {
     /// The value the stores keep: `*` for anyone, else the identity.
     pub(crate) fn column(&self) -> &str {

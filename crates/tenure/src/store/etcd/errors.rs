@@ -2,6 +2,7 @@
 
 use super::Inner;
 use crate::error::Error;
+use crate::store::ElectionKey;
 
 pub(super) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
     e.to_string().contains("lease not found")
@@ -75,6 +76,26 @@ impl Inner {
             source: None,
             store: self.described.clone(),
             reason,
+        }
+    }
+
+    /// The error for a lease of `key` whose stored values tenure did not
+    /// write, with the `etcdctl` commands that repair it. Deleting the keys
+    /// repeats no term: terms are etcd revisions, which only grow.
+    pub(super) fn corrupt(&self, key: &ElectionKey, reason: String) -> Error {
+        let del =
+            |kind: &str| format!("etcdctl del '{}'", self.k(kind, key).replace('\'', "'\\''"));
+        Error::Corrupt {
+            election: key.to_string(),
+            store: self.described.clone(),
+            reason,
+            repair: format!(
+                "run `{} && {} && {}` (with etcdctl's --endpoints for this cluster); \
+                 terms are etcd revisions, so no term repeats",
+                del("lease"),
+                del("handover"),
+                del("state")
+            ),
         }
     }
 

@@ -198,6 +198,7 @@ impl Inner {
                 rec.handover_until_us = 0;
             }
         }
+        crate::store::check_record(&rec).map_err(|reason| self.corrupt(key, reason))?;
         Ok(Some(rec))
     }
 

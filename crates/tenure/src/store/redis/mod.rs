@@ -236,17 +236,37 @@ impl RedisStore {
                 scripts::RECORD_FIELDS + 1
             )));
         }
+        // A lease field that is not an integer was not written by tenure
+        // (the scripts write '%.0f'): the record is corrupt, as below.
         let n = |i: usize| -> Result<i64> {
             if f[i].is_empty() {
                 return Ok(0);
             }
-            f[i].parse()
-                .map_err(|_| self.protocol(format!("a non-numeric field {:?}", f[i])))
+            f[i].parse().map_err(|_| {
+                self.corrupt(
+                    key,
+                    format!(
+                        "its field {} is {:?}, not an integer",
+                        scripts::FIELD_NAMES.get(i).copied().unwrap_or("now"),
+                        f[i]
+                    ),
+                )
+            })
         };
         let text = |i: usize| (!f[i].is_empty()).then(|| f[i].clone());
         let holder = text(0);
         let expires_at_us = n(7)?;
         let read_at_us = n(14)?;
+        super::check_lease(super::StoredLease {
+            term: n(2)?,
+            version: n(3)?,
+            ttl_us: n(4)?,
+            held: holder.is_some(),
+            expires_us: expires_at_us,
+            now_us: read_at_us,
+            handover_until_us: n(9)?,
+        })
+        .map_err(|reason| self.corrupt(key, reason))?;
         Ok(LeaseRecord {
             key: key.clone(),
             remaining: if holder.is_some() {
@@ -270,6 +290,35 @@ impl RedisStore {
             previous_expires_at_us: n(12)?,
             read_at_us,
         })
+    }
+
+    /// The error for a lease record of `key` that tenure did not write, with
+    /// the `redis-cli` command that repairs it: the lease is made vacant,
+    /// and a term out of range is replaced by the highest sane term of the
+    /// election's history, so the next acquisition's term is above every
+    /// term handed out.
+    fn corrupt(&self, key: &ElectionKey, reason: String) -> Error {
+        let max = super::MAX_TERM;
+        let script = format!(
+            "local m={max} local t=tonumber(redis.call('HGET',KEYS[1],'term')) \
+             if not t or t<0 or t>=m or t~=math.floor(t) then t=0 \
+             for _,k in ipairs(redis.call('HKEYS',KEYS[2])) do local n=tonumber(k) \
+             if n and n>t and n<m and n==math.floor(n) then t=n end end end \
+             redis.call('HSET',KEYS[1],'term',string.format('%.0f',t),'version','1',\
+             'holder','','metadata','','ttl_us','0','expires_us','0','handover_to','',\
+             'handover_until_us','0','handover_reason','') return t"
+        );
+        let quote = |s: String| format!("'{}'", s.replace('\'', "'\\''"));
+        Error::Corrupt {
+            election: key.to_string(),
+            store: self.described.clone(),
+            reason,
+            repair: format!(
+                "run `redis-cli EVAL \"{script}\" 2 {} {}` (with redis-cli's -h/-p/-n options for this server)",
+                quote(self.key("lease", key)),
+                quote(self.key("history", key)),
+            ),
+        }
     }
 
     fn protocol(&self, what: String) -> Error {

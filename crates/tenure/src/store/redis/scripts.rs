@@ -5,6 +5,24 @@ use redis::Script;
 /// Fields of a lease record as the scripts return it (then the read time).
 pub(super) const RECORD_FIELDS: usize = 14;
 
+/// The names of those fields, in the order of `FIELDS` in `lua/prelude.lua`.
+pub(super) const FIELD_NAMES: [&str; RECORD_FIELDS] = [
+    "holder",
+    "metadata",
+    "term",
+    "version",
+    "ttl_us",
+    "acquired_us",
+    "renewed_us",
+    "expires_us",
+    "handover_to",
+    "handover_until_us",
+    "handover_reason",
+    "prev_holder",
+    "prev_expires_us",
+    "start_reason",
+];
+
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
 fn script(body: &str) -> Script {

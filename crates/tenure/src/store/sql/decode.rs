@@ -7,8 +7,8 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::store::{
-    remaining_from_us, ElectionKey, EndReason, Handover, HistoryRecord, LeaseRecord, MemberRecord,
-    StartReason,
+    remaining_from_us, CorruptLease, ElectionKey, EndReason, Handover, HistoryRecord, LeaseRecord,
+    MemberRecord, StartReason, StoredLease,
 };
 
 /// A stored value that no version of tenure writes, as a decode error.
@@ -38,14 +38,44 @@ pub(super) fn decode_record(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
 }
 
 fn record_from(row: &impl Columns) -> Result<LeaseRecord, sqlx::Error> {
+    let key = ElectionKey {
+        namespace: row.text("namespace")?,
+        election: row.text("election")?,
+    };
+    let corrupt = |reason: String| {
+        sqlx::Error::Decode(Box::new(CorruptLease {
+            key: key.clone(),
+            reason,
+        }))
+    };
+    // A lease column that does not decode as an integer holds a value
+    // tenure never writes (SQLite keeps an overflowed sum as a REAL).
+    let int = |name: &str| {
+        row.int(name).map_err(|e| match e {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                corrupt(format!("its {name} column is not a 64-bit integer ({e})"))
+            }
+            other => other,
+        })
+    };
     let holder: String = row.text("holder")?;
-    let expires_at_us: i64 = row.int("expires_us")?;
+    let expires_at_us: i64 = int("expires_us")?;
     let now_us: i64 = row.int("now_us")?;
+    // Values no version of tenure writes (a hand-edited row) are refused
+    // before anyone acts on them: a negative term would read as 0 and hand
+    // out terms twice.
+    crate::store::check_lease(StoredLease {
+        term: int("term")?,
+        version: int("version")?,
+        ttl_us: int("ttl_us")?,
+        held: !holder.is_empty(),
+        expires_us: expires_at_us,
+        now_us,
+        handover_until_us: int("handover_until_us")?,
+    })
+    .map_err(corrupt)?;
     Ok(LeaseRecord {
-        key: ElectionKey {
-            namespace: row.text("namespace")?,
-            election: row.text("election")?,
-        },
+        key,
         remaining: if holder.is_empty() {
             Duration::ZERO
         } else {

@@ -1,6 +1,7 @@
 //! Turns sqlx errors into tenure errors that say what to do.
 
 use crate::error::Error;
+use crate::store::{CorruptLease, ElectionKey};
 
 /// Classifies a database error by its code, number or message.
 fn db_code(e: &sqlx::Error) -> Option<(String, Option<u16>, String)> {
@@ -195,6 +196,16 @@ pub(crate) fn map_err(store: &str, prefix: &str, e: sqlx::Error) -> Error {
 
 /// The error that names the problem and its fix, for a sqlx error.
 fn explain(store: &str, prefix: &str, e: &sqlx::Error) -> Error {
+    if let sqlx::Error::Decode(inner) = e {
+        if let Some(c) = inner.downcast_ref::<CorruptLease>() {
+            return Error::Corrupt {
+                election: c.key.to_string(),
+                store: store.to_string(),
+                reason: c.reason.clone(),
+                repair: format!("run `{}`", repair_sql(prefix, &c.key)),
+            };
+        }
+    }
     #[cfg(feature = "tls")]
     if let Some(tls) = super::tls::classify(store, e) {
         return tls;
@@ -351,6 +362,27 @@ pub(crate) fn prefix_hint(prefix: &str) -> String {
     } else {
         format!(" --table-prefix {prefix}")
     }
+}
+
+/// The statement that repairs a corrupt lease row of `key` (one that
+/// [`check_lease`](crate::store::check_lease) refuses): the lease is made
+/// vacant, and a term out of range is replaced by the highest sane term of
+/// the election's history, so the next acquisition's term is above every
+/// term handed out. Valid on SQLite, MySQL/MariaDB and PostgreSQL.
+pub(super) fn repair_sql(prefix: &str, key: &ElectionKey) -> String {
+    let max = crate::store::MAX_TERM;
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let (ns, election) = (quote(&key.namespace), quote(&key.election));
+    let at = format!("namespace = {ns} AND election = {election}");
+    let at_h = format!("h.namespace = {ns} AND h.election = {election}");
+    format!(
+        "UPDATE {prefix}leases SET holder = '', metadata = '', ttl_us = 0, expires_us = 0, \
+         handover_to = '', handover_until_us = 0, handover_reason = '', \
+         version = CASE WHEN version >= 0 AND version < {max} THEN version + 1 ELSE 1 END, \
+         term = CASE WHEN term >= 0 AND term < {max} THEN term ELSE \
+         (SELECT COALESCE(MAX(h.term), 0) FROM {prefix}history h WHERE {at_h} \
+         AND h.term >= 0 AND h.term < {max}) END WHERE {at}"
+    )
 }
 
 #[cfg(test)]

@@ -99,6 +99,9 @@ impl Statements {
              AND l.election = m.election AND l.holder = m.holder"
         );
         let changes = changes_channel(prefix);
+        // A row whose term or version no version of tenure writes (see
+        // `store::check_lease`) is never acquired: its read reports it.
+        let max = crate::store::MAX_TERM;
         Self {
             // MySQL evaluates SET left to right on updated values, so everything
             // that reads the old row comes first.
@@ -113,6 +116,7 @@ impl Statements {
                  acquired_us = {now}, renewed_us = {now}, expires_us = {now} + ?",
                 &format!(
                     "{key} AND (holder = '' OR expires_us <= {{now}}) \
+                     AND term >= 0 AND term < {max} AND version >= 0 AND version < {max} \
                      AND (handover_to = '' OR handover_to = '*' OR handover_to = ? OR handover_until_us <= {{now}})"
                 ),
                 returning,

@@ -167,6 +167,25 @@ impl Inner {
         errors::map(&self.described, path, e)
     }
 
+    /// The error for a lease of `key` whose stored values tenure did not
+    /// write, with the `zkCli.sh` commands that repair it. The `term`
+    /// counter node is kept, so no term repeats.
+    fn corrupt(&self, key: &ElectionKey, reason: String) -> Error {
+        let del = |name: &str| format!("delete {}", self.node(key, name));
+        Error::Corrupt {
+            election: key.to_string(),
+            store: self.described.clone(),
+            reason,
+            repair: format!(
+                "in `zkCli.sh`, run `{}`, `{}` and `{}` (keep the `term` node: \
+                 terms count its versions, so no term repeats)",
+                del("leader"),
+                del("handover"),
+                del("state")
+            ),
+        }
+    }
+
     fn protocol(&self, reason: impl Into<String>) -> Error {
         Error::Protocol {
             store: self.described.clone(),

@@ -180,6 +180,7 @@ impl Inner {
                 }
             }
         }
+        crate::store::check_record(&rec).map_err(|reason| self.corrupt(key, reason))?;
         Ok(Some(rec))
     }
 

@@ -2,7 +2,24 @@
 -- index member, channel, history retention.
 local now = now_us()
 local r = load(KEYS[1])
-local term = num(r.term)
+-- A term or version no version of tenure writes (a hand-edited key) is
+-- never acquired (MAX_TERM = 2^53 - 1, the largest integer a Lua number
+-- keeps exactly); the caller decodes the record and reports it as corrupt.
+local function stored_int(v)
+  if v == '' then
+    return 0
+  end
+  local n = tonumber(v)
+  if n and n >= 0 and n < 9007199254740991 and n == math.floor(n) then
+    return n
+  end
+  return nil
+end
+local term = stored_int(r.term)
+local version = stored_int(r.version)
+if term == nil or version == nil then
+  return {0, reply(r, now)}
+end
 local held = r.holder ~= '' and num(r.expires_us) > now
 local to = r.handover_to
 local allowed = to == '' or to == '*' or to == ARGV[2] or num(r.handover_until_us) <= now
@@ -30,7 +47,7 @@ end
 term = term + 1
 local ttl = tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'metadata', ARGV[3], 'term', s(term),
-  'version', s(num(r.version) + 1), 'ttl_us', s(ttl), 'acquired_us', s(now),
+  'version', s(version + 1), 'ttl_us', s(ttl), 'acquired_us', s(now),
   'renewed_us', s(now), 'expires_us', s(now + ttl), 'handover_to', '',
   'handover_until_us', '0', 'handover_reason', '', 'prev_holder', prev,
   'prev_expires_us', prev_expires, 'start_reason', reason)
