@@ -28,7 +28,9 @@
 //!     .route("/work", axum::routing::get(|| async { "ok" }))
 //!     .merge(http::Api::new(store).elector(elector.clone()).router());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, app).await?;
+//! // Connection cap, header and write timeouts (see `Limits`); plain
+//! // `axum::serve(listener, app)` works too, without them.
+//! http::serve(listener, app, http::Limits::default()).await;
 //! # Ok(()) }
 //! ```
 
@@ -37,6 +39,7 @@ mod elections;
 mod error;
 mod events;
 mod health;
+mod server;
 mod view;
 
 use std::sync::{Arc, Mutex};
@@ -48,6 +51,7 @@ use axum::Router;
 use crate::store::DynStore;
 use crate::Elector;
 
+pub use server::{open_file_limit, serve, Limits};
 pub use view::{timestamp, ElectionView};
 
 /// Renders the metrics text for `GET /metrics` (e.g. a Prometheus
