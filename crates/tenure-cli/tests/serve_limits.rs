@@ -712,3 +712,49 @@ async fn serve_accepts_the_bearer_scheme_in_any_case() {
     };
     assert_eq!(code, 401, "{resp}");
 }
+
+/// The limit flags: zero is a usage error (exit 2 naming the flag), on
+/// `serve` and on `run --http`.
+#[test]
+fn serve_limit_flags_of_zero_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    for (flag, value) in [
+        ("--max-connections", "0"),
+        ("--header-timeout", "0s"),
+        ("--write-timeout", "0s"),
+    ] {
+        let serve = [
+            "serve",
+            "--store",
+            &url,
+            "--http",
+            "127.0.0.1:0",
+            flag,
+            value,
+        ];
+        let run = [
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "e",
+            "--http",
+            "127.0.0.1:0",
+            flag,
+            value,
+            "--",
+            "true",
+        ];
+        for args in [&serve[..], &run[..]] {
+            let o = tenure_within(dir.path(), args, Duration::from_secs(10));
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(flag) && err.contains("above zero"),
+                "{args:?}: {}",
+                text(&o)
+            );
+        }
+    }
+}
