@@ -252,6 +252,8 @@ pub struct RunArgs {
     /// File holding the bearer token that enables POST resign/transfer over --http.
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
     /// Run the command once for KEY across all replicas: until one run exits 0,
     /// recorded in the store; then every replica exits 0 without running it
     /// (e.g. --once "$(date +%F)" from cron).
@@ -363,6 +365,20 @@ pub struct DemoArgs {
     pub ttl: Duration,
 }
 
+/// Limits of the HTTP server (`tenure serve`, `tenure run --http`).
+#[derive(Debug, Args, Clone)]
+pub struct HttpLimitArgs {
+    /// Connections served at once; past them only /healthz and /readyz are answered (others 503). Default: from the open-file limit (`ulimit -n`), below it.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Close a connection that has not sent complete request headers this long after opening or after its previous answer (idle keep-alive connections too).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub header_timeout: Duration,
+    /// Close a connection whose client has taken no byte of an answer for this long (e.g. an event stream nobody reads).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub write_timeout: Duration,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -399,6 +415,8 @@ pub struct ServeArgs {
     /// How often an idle /v1/events stream carries a keep-alive comment.
     #[arg(long, default_value = "15s", value_parser = duration, allow_hyphen_values = true)]
     pub sse_keep_alive: Duration,
+    #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
     /// Keep retrying if the store is unreachable at start, instead of failing.
     #[arg(long)]
     pub wait: bool,

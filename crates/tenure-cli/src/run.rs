@@ -88,6 +88,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         )));
     }
     let token = crate::serve::read_token(a.token_file.as_deref())?;
+    let limits = crate::serve::limits(&a.http_limits)?;
     let listener = match &a.http {
         Some(addr) => Some(crate::serve::bind(addr).await?),
         None => None,
@@ -151,7 +152,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     // The HTTP API for the supervised election (ends with the process).
     let _http = listener.map(|l| {
         crate::serve::announce(&l);
-        crate::serve::spawn(l, store, Some(elector.clone()), token, None)
+        crate::serve::spawn(l, store, Some(elector.clone()), token, None, limits)
     });
     // The guard starts now, once: starting a job later costs what it did
     // without a guard (one fork and exec).

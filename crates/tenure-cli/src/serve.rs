@@ -12,7 +12,7 @@ use tenure::Elector;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::args::ServeArgs;
+use crate::args::{HttpLimitArgs, ServeArgs};
 use crate::failure::Failure;
 
 /// `--http` as given: `HOST:PORT`, or a bare port on 127.0.0.1.
@@ -49,6 +49,14 @@ pub fn read_token(path: Option<&Path>) -> Result<Option<String>, Failure> {
             path.display()
         )));
     }
+    // A token with a line break could never match a header value.
+    let lines = token.lines().count();
+    if lines > 1 || token.contains('\r') {
+        return Err(Failure::Usage(format!(
+            "--token-file {} has {lines} lines; it must hold the bearer token alone on one line",
+            path.display()
+        )));
+    }
     Ok(Some(token))
 }
 
@@ -78,6 +86,38 @@ fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// The server's limits from the command line; zero values are usage errors.
+pub fn limits(a: &HttpLimitArgs) -> Result<tenure::http::Limits, Failure> {
+    let mut l = tenure::http::Limits::default();
+    if let Some(n) = a.max_connections {
+        if n == 0 {
+            return Err(Failure::Usage(
+                "--max-connections must be above zero (e.g. 1000)".into(),
+            ));
+        }
+        l = l.max_connections(n);
+        let files = tenure::http::open_file_limit();
+        if (n + l.probe_connections) as u64 + 64 > files {
+            tracing::warn!(
+                "--max-connections {n}: with {} probe connections it leaves under 64 of the {files} open files (ulimit -n) for the store; accepts may fail",
+                l.probe_connections
+            );
+        }
+    }
+    for (flag, t) in [
+        ("--header-timeout", a.header_timeout),
+        ("--write-timeout", a.write_timeout),
+    ] {
+        if t.is_zero() {
+            return Err(Failure::Usage(format!(
+                "{flag} must be above zero (e.g. 10s)"
+            )));
+        }
+    }
+    Ok(l.header_timeout(a.header_timeout)
+        .write_timeout(a.write_timeout))
+}
+
 /// Serves the API on `listener` until the returned task is dropped or aborted.
 pub fn spawn(
     listener: TcpListener,
@@ -85,6 +125,7 @@ pub fn spawn(
     elector: Option<Elector>,
     token: Option<String>,
     keep_alive: Option<std::time::Duration>,
+    limits: tenure::http::Limits,
 ) -> tokio::task::JoinHandle<()> {
     let mut api = tenure::http::Api::new(store);
     if let Some(k) = keep_alive {
@@ -100,11 +141,8 @@ pub fn spawn(
         api = api.metrics(Arc::new(move || h.render()));
     }
     let app = api.router();
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("HTTP server stopped: {e}");
-        }
-    })
+    tracing::debug!("HTTP limits: {limits:?}");
+    tokio::spawn(tenure::http::serve(listener, app, limits))
 }
 
 /// Prints where the API listens (stdout, flushed: scripts wait for it).
@@ -117,6 +155,7 @@ pub fn announce(listener: &TcpListener) {
 
 pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
     let token = read_token(a.token_file.as_deref())?;
+    let limits = limits(&a.http_limits)?;
     let listener = bind(&a.http).await?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Runtime(e.to_string()))?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Runtime(e.to_string()))?;
@@ -170,6 +209,7 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
         elector.clone(),
         token,
         Some(a.sse_keep_alive),
+        limits,
     );
     tokio::select! {
         _ = int.recv() => {}

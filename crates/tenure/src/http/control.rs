@@ -16,6 +16,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of an `Authorization: Bearer <token>` value; the
+/// scheme is case-insensitive (RFC 7235).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
 fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.api.token else {
         return Err(ApiError::new(
@@ -26,7 +33,7 @@ fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer);
     match given {
         Some(g) if same(g.trim().as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::new(
@@ -97,5 +104,14 @@ mod tests {
         assert!(!super::same(b"secret", b"secreT"));
         assert!(!super::same(b"secret", b"secrets"));
         assert!(!super::same(b"", b"x"));
+    }
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        for v in ["Bearer t", "bearer t", "BEARER t", "bEaReR t"] {
+            assert_eq!(super::bearer(v), Some("t"), "{v}");
+        }
+        assert_eq!(super::bearer("Basic t"), None);
+        assert_eq!(super::bearer("Bearert"), None);
     }
 }

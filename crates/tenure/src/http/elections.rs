@@ -27,19 +27,34 @@ pub(crate) struct LastKnown {
 /// The header that carries why an answer is stale.
 const STALE: &str = "x-tenure-stale";
 
-/// Runs a store read bounded by the API's read timeout.
+/// Why an answer is stale or not ready, as HTTP clients see it: the
+/// store's own error may name its host, port or user, so it goes to the
+/// log and clients get this.
+pub(crate) const UNREACHABLE: &str = "store unreachable";
+
+/// Runs a store read bounded by the API's read timeout. The error is the
+/// generic reason for HTTP answers; the store's own goes to the log.
 pub(crate) async fn bounded<T>(
     s: &Shared,
     read: impl Future<Output = crate::Result<T>>,
 ) -> Result<T, String> {
     match tokio::time::timeout(s.api.read_timeout, read).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "no answer from {} within {:?}",
-            s.api.store.describe(),
-            s.api.read_timeout
-        )),
+        Ok(Err(e)) => {
+            tracing::warn!("HTTP: the store cannot be read: {e}");
+            Err(UNREACHABLE.into())
+        }
+        Err(_) => {
+            tracing::warn!(
+                "HTTP: no answer from {} within {:?}",
+                s.api.store.describe(),
+                s.api.read_timeout
+            );
+            Err(format!(
+                "{UNREACHABLE}: no answer within {:?}",
+                s.api.read_timeout
+            ))
+        }
     }
 }
 
@@ -47,7 +62,7 @@ fn stale_headers(reason: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
     // A reason that is not a valid header value (non-ASCII) is still stale.
     let v = HeaderValue::from_str(&reason.replace(['\r', '\n'], " "))
-        .unwrap_or(HeaderValue::from_static("store unavailable"));
+        .unwrap_or(HeaderValue::from_static(UNREACHABLE));
     h.insert(STALE, v);
     h
 }

@@ -34,15 +34,24 @@ impl ApiError {
 
 impl From<crate::Error> for ApiError {
     fn from(e: crate::Error) -> Self {
-        // Store errors never carry credentials: URLs are redacted where the
-        // stores build their messages.
-        let status = match &e {
-            crate::Error::NoLeader { .. } => StatusCode::CONFLICT,
-            e if e.is_usage() => StatusCode::BAD_REQUEST,
-            e if e.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self::new(status, e.to_string())
+        // The store's own errors may name its host, port or user: those go
+        // to the log, clients get a generic reason. Usage errors and "no
+        // leader" speak of the request only.
+        match &e {
+            crate::Error::NoLeader { .. } => Self::new(StatusCode::CONFLICT, e.to_string()),
+            e if e.is_usage() => Self::bad_request(e.to_string()),
+            e if e.is_retryable() => {
+                tracing::warn!("HTTP: the store cannot be reached: {e}");
+                Self::unavailable(super::elections::UNREACHABLE)
+            }
+            e => {
+                tracing::error!("HTTP: store error: {e}");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "store error (the server's log has the details)",
+                )
+            }
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! | `GET /v1/elections/{namespace}/{election}` | one election with its recent terms; 404 if never acquired |
 //! | `GET /v1/events` | Server-Sent Events, one [`Change`](crate::Change) per event as `tenure watch --json` prints it |
 //! | `GET /healthz` | 503 only while this process leads with less than a third of its TTL left before its local deadline (no renewal for about two thirds of a TTL); earlier than client-go's health adaptor, whose "not renewed for TTL + tolerance" a tenure leader never reaches (it steps down at its deadline) |
-//! | `GET /readyz` | 200 once the store answers a read; 503 with the reason while it does not |
+//! | `GET /readyz` | 200 once the store answers a read; 503 with `"reason": "store unreachable"` while it does not (the store's error goes to the log: it may name the store's host and user) |
 //! | `GET /metrics` | the render hook's text (Prometheus), after a read of every election's members (`tenure_members`); 404 without a hook |
 //! | `POST /v1/elections/{namespace}/{election}/resign`, `.../transfer` | ask the leader to step down (for anyone, or `{"to": "identity"}`); need the bearer token, 403 without one configured |
 //! | `GET /ui` | the dashboard page |
@@ -28,7 +28,9 @@
 //!     .route("/work", axum::routing::get(|| async { "ok" }))
 //!     .merge(http::Api::new(store).elector(elector.clone()).router());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, app).await?;
+//! // Connection cap, header and write timeouts (see `Limits`); plain
+//! // `axum::serve(listener, app)` works too, without them.
+//! http::serve(listener, app, http::Limits::default()).await;
 //! # Ok(()) }
 //! ```
 
@@ -37,6 +39,7 @@ mod elections;
 mod error;
 mod events;
 mod health;
+mod server;
 mod view;
 
 use std::sync::{Arc, Mutex};
@@ -48,6 +51,7 @@ use axum::Router;
 use crate::store::DynStore;
 use crate::Elector;
 
+pub use server::{open_file_limit, serve, Limits};
 pub use view::{timestamp, ElectionView};
 
 /// Renders the metrics text for `GET /metrics` (e.g. a Prometheus
