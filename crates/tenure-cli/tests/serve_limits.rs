@@ -626,6 +626,9 @@ fn serve_rejects_a_token_file_of_two_lines() {
         );
         assert!(!text(&o).contains("secret-line"), "{}", text(&o));
     }
+    // Refused before touching the store; the store still works.
+    let o = tenure(dir.path(), &["migrate", "--store", &url]);
+    assert!(o.status.success(), "{}", text(&o));
     let o = tenure(dir.path(), &["status", "--store", &url]);
     assert!(o.status.success(), "{}", text(&o));
 }
