@@ -62,9 +62,33 @@ fn assert_refused(out: &Output, what: &str, needles: &[&str], secret: Option<&st
     assert!(!all.contains("panicked"), "{what}\n{all}");
 }
 
-/// `tenure status` on `url` succeeds.
+/// The store `url` still works after the bad inputs: an election on it
+/// runs one job, releases, runs the next under a higher term (the terms the
+/// jobs saw), and `tenure status` answers.
 fn status_works(dir: &Path, url: &str) {
-    let out = tenure_with(dir, Via::Flag, url, "status", &[]);
+    let election = format!("after-bad-input-{:x}", common::rand_u32());
+    let terms = dir.join(format!("{election}.terms"));
+    let job = format!("echo \"$TENURE_TERM\" >> '{}'", terms.display());
+    for _ in 0..2 {
+        let out = tenure_with(
+            dir,
+            Via::Flag,
+            url,
+            "run",
+            &["--election", &election, "--", "sh", "-c", &job],
+        );
+        assert_eq!(out.status.code(), Some(0), "run on {url}\n{}", text(&out));
+    }
+    let seen: Vec<u64> = std::fs::read_to_string(&terms)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().expect("a term"))
+        .collect();
+    assert!(
+        seen.len() == 2 && seen[0] < seen[1],
+        "two jobs under increasing terms on {url}: {seen:?}"
+    );
+    let out = tenure_with(dir, Via::Flag, url, "status", &["--election", &election]);
     assert_eq!(
         out.status.code(),
         Some(0),
