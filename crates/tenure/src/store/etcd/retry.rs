@@ -19,6 +19,11 @@ fn is_transient(e: &etcd_client::Error) -> bool {
             let msg = s.message();
             code == tonic_code::UNAVAILABLE
                 || (code == tonic_code::UNKNOWN && msg.contains("transport"))
+                // The client's own "operation was canceled" when the
+                // connection under a call closed (a member was killed): a
+                // status with an underlying error was made by the transport,
+                // not sent by a server.
+                || (code == tonic_code::CANCELLED && std::error::Error::source(s).is_some())
                 || msg.contains("no leader")
                 || msg.contains("leader changed")
                 || msg.contains("timed out")
