@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{tenure, text, wait_until, DropTables, Proxy, BIN};
+use common::{migrated_tables, postgres_behind_a_proxy, tenure, text, wait_until, BIN};
 use serde_json::Value;
 use tenure::testing::servers;
 
@@ -373,18 +373,10 @@ async fn endpoints(url: &str, election: &str) {
     // tests (under load those reads outlasted the read timeout, and the
     // stale answer, cached without history, failed the test).
     let prefix = format!("sve{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.to_string(),
-        prefix: prefix.clone(),
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The tables first, once: processes creating them at the same time race
     // on PostgreSQL.
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", url, "--table-prefix", &prefix],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), url, &prefix);
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").expect("token");
     let token = token.to_str().expect("utf-8");
@@ -720,43 +712,19 @@ async fn serve_postgres_every_endpoint() {
 /// answer the last known state marked stale; the password never shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_health_when_the_store_is_cut() {
-    let url = servers::postgres_url();
-    if servers::connect_or_skip(&url, &Default::default())
-        .await
-        .is_none()
-    {
-        return;
-    }
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
     // trust authentication ignores the password; it must still never show.
-    let mut via = parsed.clone();
-    via.set_port(Some(proxy.port)).expect("port");
-    via.set_password(Some("hunter2-never-shown"))
-        .expect("password");
-    let via = via.to_string();
+    let Some((url, proxy, via)) = postgres_behind_a_proxy(Some("hunter2-never-shown")).await else {
+        return;
+    };
     let election = format!("serve-health-{}", std::process::id());
     // Tables of this run only: `/v1/elections` reads every election of its
     // store, and the shared database holds hundreds from other tests (their
     // member reads through the proxy outlasted the read timeout: 503).
     let prefix = format!("svh{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.clone(),
-        prefix: prefix.clone(),
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The tables first, once: two processes creating them at the same time
     // raced on PostgreSQL.
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", &url, "--table-prefix", &prefix],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), &url, &prefix);
     let ttl = Duration::from_secs(3);
     let leader = serve(
         dir.path(),

@@ -12,8 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{tenure, text, wait_until, DropTables, Proxy, BIN};
-use tenure::testing::servers;
+use common::{migrated_tables, postgres_behind_a_proxy, tenure, text, wait_until, BIN};
 
 /// A `tenure serve` process and the address it announced.
 struct Serve {
@@ -439,36 +438,12 @@ fn answers(addr: &str, paths: &[&str]) -> Vec<(String, String)> {
 /// a generic reason instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_never_show_the_store_address() {
-    let url = servers::postgres_url();
-    if servers::connect_or_skip(&url, &Default::default())
-        .await
-        .is_none()
-    {
+    let Some((url, proxy, via)) = postgres_behind_a_proxy(Some("hunter2-never-shown")).await else {
         return;
-    }
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
-    let mut via = parsed.clone();
-    via.set_port(Some(proxy.port)).expect("port");
-    via.set_password(Some("hunter2-never-shown"))
-        .expect("password");
-    let via = via.to_string();
-    let prefix = format!("svl{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.clone(),
-        prefix: prefix.clone(),
     };
+    let prefix = format!("svl{}_", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", &url, "--table-prefix", &prefix],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), &url, &prefix);
     let election = "hidden";
     let s = serve(
         dir.path(),
@@ -557,6 +532,11 @@ async fn serve_answers_never_show_the_store_address() {
         String::from_utf8_lossy(&stream).into_owned(),
     ));
     let port = proxy.port.to_string();
+    let host = url::Url::parse(&url)
+        .expect("url")
+        .host_str()
+        .unwrap_or("")
+        .to_string();
     let forbidden = [
         "hunter2".to_string(),
         "postgres://".to_string(),
@@ -565,7 +545,7 @@ async fn serve_answers_never_show_the_store_address() {
         "***".to_string(),
         format!("127.0.0.1:{port}"),
         format!(":{port}"),
-        format!("{}:{}", parsed.host_str().unwrap_or(""), port),
+        format!("{host}:{port}"),
     ];
     for (path, resp) in &seen {
         for f in &forbidden {

@@ -88,6 +88,41 @@ pub fn alive(pid: i32) -> bool {
 #[allow(unused_imports)] // not every test binary cuts a network
 pub use tenure_testsupport::proxy::Proxy;
 
+/// The shared PostgreSQL behind a proxy of its own: the direct URL, the
+/// proxy, and the URL through the proxy, with `password` set where given.
+/// `None`, with the reason printed, where the server is missing and CI does
+/// not require it.
+pub async fn postgres_behind_a_proxy(password: Option<&str>) -> Option<(String, Proxy, String)> {
+    use tenure::testing::servers;
+    let url = servers::postgres_url();
+    servers::connect_or_skip(&url, &Default::default()).await?;
+    let parsed = url::Url::parse(&url).expect("url");
+    let upstream = format!(
+        "{}:{}",
+        parsed.host_str().expect("host"),
+        parsed.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
+    let mut via = parsed;
+    via.set_port(Some(proxy.port)).expect("port");
+    if let Some(password) = password {
+        via.set_password(Some(password)).expect("password");
+    }
+    Some((url, proxy, via.to_string()))
+}
+
+/// Creates the tables under `prefix` in the database at `url` (`tenure
+/// migrate`, run in `dir`), and drops them again when the returned guard goes.
+pub fn migrated_tables(dir: &Path, url: &str, prefix: &str) -> DropTables {
+    let tables = DropTables {
+        url: url.to_string(),
+        prefix: prefix.to_string(),
+    };
+    let o = tenure(dir, &["migrate", "--store", url, "--table-prefix", prefix]);
+    assert!(o.status.success(), "{}", text(&o));
+    tables
+}
+
 /// Drops this run's tables from the shared database when the test ends,
 /// passing or not (best effort; its own runtime, as Drop cannot await).
 pub struct DropTables {
