@@ -7,51 +7,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{migrated_tables, postgres_behind_a_proxy, tenure, text, wait_until, BIN};
+use common::{
+    migrated_tables, postgres_behind_a_proxy, serve, tenure, text, wait_until, Serve, BIN,
+};
 use serde_json::Value;
 use tenure::testing::servers;
-
-/// A `tenure serve` process and the address it announced.
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path, args: &[&str]) -> Serve {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(["--http", "127.0.0.1:0"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tenure serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the announced address");
-    let addr = line
-        .trim()
-        .strip_prefix("serving http://")
-        .unwrap_or_else(|| panic!("serve announced {line:?}"))
-        .to_string();
-    Serve { child, addr }
-}
 
 /// One HTTP/1.1 request; returns status and body.
 fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
@@ -392,9 +355,17 @@ async fn endpoints(url: &str, election: &str) {
         "--token-file",
         token,
     ];
-    let a = serve(dir.path(), &[&common[..], &["--id", "alpha"]].concat());
-    let b = serve(dir.path(), &[&common[..], &["--id", "beta"]].concat());
-    let c = serve(dir.path(), &[&common[..], &["--id", "gamma"]].concat());
+    let a = serve(
+        dir.path(),
+        None,
+        &[&common[..], &["--id", "alpha"]].concat(),
+    );
+    let b = serve(dir.path(), None, &[&common[..], &["--id", "beta"]].concat());
+    let c = serve(
+        dir.path(),
+        None,
+        &[&common[..], &["--id", "gamma"]].concat(),
+    );
     let ids = ["alpha", "beta", "gamma"];
 
     // GET /: every sidecar names the same leader, as the k8s leader-elector does.
@@ -728,6 +699,7 @@ async fn serve_health_when_the_store_is_cut() {
     let ttl = Duration::from_secs(3);
     let leader = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &via,
@@ -749,6 +721,7 @@ async fn serve_health_when_the_store_is_cut() {
     .await;
     let follower = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &url,
@@ -918,7 +891,11 @@ fn serve_bad_addresses_exit_2_naming_them() {
 fn serve_sse_keep_alive_comment() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let s = serve(dir.path(), &["--store", &url, "--sse-keep-alive", "200ms"]);
+    let s = serve(
+        dir.path(),
+        None,
+        &["--store", &url, "--sse-keep-alive", "200ms"],
+    );
     let mut c = TcpStream::connect(&s.addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -1014,6 +991,7 @@ fn serve_sse_clients_leave_nothing_behind() {
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let s = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &url,

@@ -9,58 +9,12 @@ mod common;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{migrated_tables, postgres_behind_a_proxy, tenure, text, wait_until, BIN};
-
-/// A `tenure serve` process and the address it announced.
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `tenure serve --http 127.0.0.1:0 args...`, with at most `nofile` open
-/// files if given (`ulimit -n` in a shell that then execs it).
-fn serve(dir: &Path, nofile: Option<u32>, args: &[&str]) -> Serve {
-    let mut cmd = match nofile {
-        Some(n) => {
-            let mut c = Command::new("sh");
-            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
-            c
-        }
-        None => Command::new(BIN),
-    };
-    let mut child = cmd
-        .arg("serve")
-        .args(["--http", "127.0.0.1:0"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tenure serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the announced address");
-    let addr = line
-        .trim()
-        .strip_prefix("serving http://")
-        .unwrap_or_else(|| panic!("serve announced {line:?}"))
-        .to_string();
-    Serve { child, addr }
-}
+use common::{
+    migrated_tables, postgres_behind_a_proxy, serve, tenure, tenure_command, text, wait_until,
+};
 
 /// One request with `Connection: close`; the whole answer (status line,
 /// headers, body), or an error if none came within `within`.
@@ -615,12 +569,7 @@ fn serve_rejects_a_token_file_of_two_lines() {
 
 /// Runs `tenure args...`; fails the test if it still runs after `within`.
 fn tenure_within(dir: &Path, args: &[&str], within: Duration) -> std::process::Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
+    let mut child = tenure_command(dir, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

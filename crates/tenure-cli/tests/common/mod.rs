@@ -1,4 +1,5 @@
-//! Helpers for the CLI tests: running the binary, a breakable TCP proxy.
+//! Helpers for the CLI tests: running the binary and `tenure serve`, a
+//! breakable TCP proxy, the shared servers' tables.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -44,6 +45,55 @@ pub fn spawn_tenure(dir: &Path, args: &[&str], log: &Path) -> std::process::Chil
         .stderr(std::fs::File::create(log).expect("log file"))
         .spawn()
         .expect("spawn tenure")
+}
+
+/// A `tenure serve` process and the address it announced.
+pub struct Serve {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tenure serve --http 127.0.0.1:0 args...`, with at most `nofile` open
+/// files if given (`ulimit -n` in a shell that then execs it).
+pub fn serve(dir: &Path, nofile: Option<u32>, args: &[&str]) -> Serve {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    let mut child = cmd
+        .arg("serve")
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("TENURE_STORE")
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tenure serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the announced address");
+    let addr = line
+        .trim()
+        .strip_prefix("serving http://")
+        .unwrap_or_else(|| panic!("serve announced {line:?}"))
+        .to_string();
+    Serve { child, addr }
 }
 
 /// Polls `cond` every millisecond until it holds or `within` passes.
