@@ -527,37 +527,12 @@ fn serve_rejects_a_token_file_of_two_lines() {
     let file = dir.path().join("token");
     std::fs::write(&file, "first-secret-line\nsecond-secret-line\n").expect("write");
     let file = file.display().to_string();
-    let serve = [
-        "serve",
-        "--store",
+    for o in serve_and_run_exit_2(
+        dir.path(),
         &url,
-        "--http",
-        "127.0.0.1:0",
-        "--token-file",
-        &file,
-    ];
-    let run = [
-        "run",
-        "--store",
-        &url,
-        "--election",
-        "e",
-        "--http",
-        "127.0.0.1:0",
-        "--token-file",
-        &file,
-        "--",
-        "true",
-    ];
-    for args in [&serve[..], &run[..]] {
-        let o = tenure_within(dir.path(), args, Duration::from_secs(10));
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains(&file) && err.contains("one line"),
-            "{args:?}: {}",
-            text(&o)
-        );
+        &["--token-file", &file],
+        &[&file, "one line"],
+    ) {
         assert!(!text(&o).contains("secret-line"), "{}", text(&o));
     }
     // Refused before touching the store; the store still works.
@@ -656,37 +631,45 @@ fn serve_limit_flags_of_zero_exit_2() {
         ("--header-timeout", "0s"),
         ("--write-timeout", "0s"),
     ] {
-        let serve = [
-            "serve",
-            "--store",
-            &url,
-            "--http",
-            "127.0.0.1:0",
-            flag,
-            value,
-        ];
-        let run = [
+        serve_and_run_exit_2(dir.path(), &url, &[flag, value], &[flag, "above zero"]);
+    }
+}
+
+/// `tenure serve` and `tenure run --http` on `url` with `flags`: each exits
+/// 2 within 10 s, its stderr holding every one of `needles`. Their outputs.
+fn serve_and_run_exit_2(
+    dir: &Path,
+    url: &str,
+    flags: &[&str],
+    needles: &[&str],
+) -> Vec<std::process::Output> {
+    let serve = [&["serve", "--store", url, "--http", "127.0.0.1:0"], flags].concat();
+    let run = [
+        &[
             "run",
             "--store",
-            &url,
+            url,
             "--election",
             "e",
             "--http",
             "127.0.0.1:0",
-            flag,
-            value,
-            "--",
-            "true",
-        ];
-        for args in [&serve[..], &run[..]] {
-            let o = tenure_within(dir.path(), args, Duration::from_secs(10));
+        ],
+        flags,
+        &["--", "true"],
+    ]
+    .concat();
+    [serve, run]
+        .iter()
+        .map(|args| {
+            let o = tenure_within(dir, args, Duration::from_secs(10));
             assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(
-                err.contains(flag) && err.contains("above zero"),
+                needles.iter().all(|n| err.contains(n)),
                 "{args:?}: {}",
                 text(&o)
             );
-        }
-    }
+            o
+        })
+        .collect()
 }
