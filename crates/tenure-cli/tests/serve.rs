@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    migrated_tables, postgres_behind_a_proxy, serve, tenure, text, wait_until, Serve, BIN,
+    migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, text, wait_until, Serve, BIN,
 };
 use serde_json::Value;
 use tenure::testing::servers;
@@ -966,21 +966,6 @@ async fn run_http_serves_the_supervised_election() {
         Some(1.0),
         "{m}"
     );
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmRSS:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("VmRSS")
 }
 
 /// 1,000 SSE clients connect, read the first event and go away: the serve

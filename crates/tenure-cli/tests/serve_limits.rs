@@ -13,7 +13,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
-    migrated_tables, postgres_behind_a_proxy, serve, tenure, tenure_command, text, wait_until,
+    migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, tenure_command, text,
+    wait_until,
 };
 
 /// One request with `Connection: close`; the whole answer (status line,
@@ -54,21 +55,6 @@ fn leader_of(addr: &str) -> String {
         .ok()
         .and_then(|v| v["name"].as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmRSS:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("VmRSS")
 }
 
 fn open_fds(pid: u32) -> usize {

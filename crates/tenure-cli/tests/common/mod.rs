@@ -124,6 +124,22 @@ pub fn starts(events: &Path) -> Vec<(u64, i32)> {
         .collect()
 }
 
+/// The resident memory of process `pid`, in KiB, from `/proc`.
+pub fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("VmRSS")
+}
+
 pub fn alive(pid: i32) -> bool {
     // A zombie still has a /proc entry; state Z means it is dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
