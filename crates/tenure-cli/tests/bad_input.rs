@@ -97,6 +97,24 @@ fn status_works(dir: &Path, url: &str) {
     );
 }
 
+/// `tenure status` on `url`, given every way, is refused naming `needles`
+/// and never showing `secret`.
+fn refused_every_way(dir: &Path, url: &str, needles: &[&str], secret: &str) {
+    for via in EVERY_WAY {
+        let out = tenure_with(dir, via, url, "status", &[]);
+        assert_refused(&out, &format!("{url} via {via:?}"), needles, Some(secret));
+    }
+}
+
+/// `status_works` on each of `stores` whose server is there.
+async fn stores_still_work(dir: &Path, stores: &[&str]) {
+    for store in stores {
+        if let Some(url) = common::store_url(store, dir).await {
+            status_works(dir, &url);
+        }
+    }
+}
+
 #[tokio::test]
 async fn unencoded_special_characters_in_a_password_are_refused_without_showing_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -146,20 +164,10 @@ async fn unencoded_special_characters_in_a_password_are_refused_without_showing_
         ),
     ];
     for (url, secret, shown) in cases {
-        for via in EVERY_WAY {
-            let out = tenure_with(d, via, url, "status", &[]);
-            assert_refused(
-                &out,
-                &format!("{url} via {via:?}"),
-                &[shown, "percent-encode", "/ as %2F"],
-                Some(secret),
-            );
-        }
+        refused_every_way(d, url, &[shown, "percent-encode", "/ as %2F"], secret);
     }
     // The store named without the mistake still works.
-    if let Some(url) = common::store_url("postgres", d).await {
-        status_works(d, &url);
-    }
+    stores_still_work(d, &["postgres"]).await;
 }
 
 #[tokio::test]
@@ -211,21 +219,9 @@ async fn unknown_url_parameters_are_refused_naming_the_closest_without_the_value
         ),
     ];
     for (url, secret, named, hint) in &cases {
-        for via in EVERY_WAY {
-            let out = tenure_with(d, via, url, "status", &[]);
-            assert_refused(
-                &out,
-                &format!("{url} via {via:?}"),
-                &[named, hint],
-                Some(secret),
-            );
-        }
+        refused_every_way(d, url, &[named, hint], secret);
     }
-    for store in ["postgres", "mariadb", "redis"] {
-        if let Some(url) = common::store_url(store, d).await {
-            status_works(d, &url);
-        }
-    }
+    stores_still_work(d, &["postgres", "mariadb", "redis"]).await;
 }
 
 #[tokio::test]
@@ -277,9 +273,7 @@ async fn ca_files_that_are_directories_or_hold_no_certificate_are_usage_errors()
         let out = tenure_with(d, Via::Flag, url, "status", &[]);
         assert_refused(&out, url, &[reason], None);
     }
-    if let Some(url) = common::store_url("postgres", d).await {
-        status_works(d, &url);
-    }
+    stores_still_work(d, &["postgres"]).await;
 }
 
 #[tokio::test]
@@ -313,9 +307,7 @@ async fn empty_hosts_paths_and_nul_bytes_are_usage_errors() {
         let out = tenure_with(d, Via::Flag, url, "status", &[]);
         assert_refused(&out, url, &[reason], None);
     }
-    if let Some(url) = common::store_url("etcd", d).await {
-        status_works(d, &url);
-    }
+    stores_still_work(d, &["etcd"]).await;
 }
 
 #[test]

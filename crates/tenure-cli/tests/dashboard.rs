@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, tenure, DropTables, Proxy};
+use common::{migrated_tables, postgres_behind_a_proxy, spawn_tenure, tenure};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
@@ -486,37 +486,15 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
     let Some((chromium, driver)) = browser_or_skip() else {
         return;
     };
-    let url = servers::postgres_url();
-    if servers::connect_or_skip(&url, &Default::default())
-        .await
-        .is_none()
-    {
+    let Some((url, proxy, via)) = postgres_behind_a_proxy(None).await else {
         return;
-    }
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
-    let mut via = parsed.clone();
-    via.set_port(Some(proxy.port)).expect("port");
-    let via = via.to_string();
+    };
     // Tables of this run only: the page lists every election of its store.
     let prefix = format!("dash{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.clone(),
-        prefix: prefix.clone(),
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The tables first, once: the candidate and `tenure status` creating
     // them at the same time raced on PostgreSQL (duplicate pg_type key).
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", &url, "--table-prefix", &prefix],
-    );
-    assert!(o.status.success(), "{}", common::text(&o));
+    let _tables = migrated_tables(dir.path(), &url, &prefix);
     let mut keep = vec![Reap(spawn_tenure(
         dir.path(),
         &[

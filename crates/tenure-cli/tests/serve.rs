@@ -7,51 +7,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{tenure, text, wait_until, DropTables, Proxy, BIN};
+use common::{
+    migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, text, wait_until, Serve, BIN,
+};
 use serde_json::Value;
 use tenure::testing::servers;
-
-/// A `tenure serve` process and the address it announced.
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path, args: &[&str]) -> Serve {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(["--http", "127.0.0.1:0"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tenure serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the announced address");
-    let addr = line
-        .trim()
-        .strip_prefix("serving http://")
-        .unwrap_or_else(|| panic!("serve announced {line:?}"))
-        .to_string();
-    Serve { child, addr }
-}
 
 /// One HTTP/1.1 request; returns status and body.
 fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
@@ -373,18 +336,10 @@ async fn endpoints(url: &str, election: &str) {
     // tests (under load those reads outlasted the read timeout, and the
     // stale answer, cached without history, failed the test).
     let prefix = format!("sve{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.to_string(),
-        prefix: prefix.clone(),
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The tables first, once: processes creating them at the same time race
     // on PostgreSQL.
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", url, "--table-prefix", &prefix],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), url, &prefix);
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").expect("token");
     let token = token.to_str().expect("utf-8");
@@ -400,9 +355,17 @@ async fn endpoints(url: &str, election: &str) {
         "--token-file",
         token,
     ];
-    let a = serve(dir.path(), &[&common[..], &["--id", "alpha"]].concat());
-    let b = serve(dir.path(), &[&common[..], &["--id", "beta"]].concat());
-    let c = serve(dir.path(), &[&common[..], &["--id", "gamma"]].concat());
+    let a = serve(
+        dir.path(),
+        None,
+        &[&common[..], &["--id", "alpha"]].concat(),
+    );
+    let b = serve(dir.path(), None, &[&common[..], &["--id", "beta"]].concat());
+    let c = serve(
+        dir.path(),
+        None,
+        &[&common[..], &["--id", "gamma"]].concat(),
+    );
     let ids = ["alpha", "beta", "gamma"];
 
     // GET /: every sidecar names the same leader, as the k8s leader-elector does.
@@ -720,46 +683,23 @@ async fn serve_postgres_every_endpoint() {
 /// answer the last known state marked stale; the password never shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_health_when_the_store_is_cut() {
-    let url = servers::postgres_url();
-    if servers::connect_or_skip(&url, &Default::default())
-        .await
-        .is_none()
-    {
-        return;
-    }
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
     // trust authentication ignores the password; it must still never show.
-    let mut via = parsed.clone();
-    via.set_port(Some(proxy.port)).expect("port");
-    via.set_password(Some("hunter2-never-shown"))
-        .expect("password");
-    let via = via.to_string();
+    let Some((url, proxy, via)) = postgres_behind_a_proxy(Some("hunter2-never-shown")).await else {
+        return;
+    };
     let election = format!("serve-health-{}", std::process::id());
     // Tables of this run only: `/v1/elections` reads every election of its
     // store, and the shared database holds hundreds from other tests (their
     // member reads through the proxy outlasted the read timeout: 503).
     let prefix = format!("svh{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.clone(),
-        prefix: prefix.clone(),
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The tables first, once: two processes creating them at the same time
     // raced on PostgreSQL.
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", &url, "--table-prefix", &prefix],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), &url, &prefix);
     let ttl = Duration::from_secs(3);
     let leader = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &via,
@@ -781,6 +721,7 @@ async fn serve_health_when_the_store_is_cut() {
     .await;
     let follower = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &url,
@@ -950,7 +891,11 @@ fn serve_bad_addresses_exit_2_naming_them() {
 fn serve_sse_keep_alive_comment() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let s = serve(dir.path(), &["--store", &url, "--sse-keep-alive", "200ms"]);
+    let s = serve(
+        dir.path(),
+        None,
+        &["--store", &url, "--sse-keep-alive", "200ms"],
+    );
     let mut c = TcpStream::connect(&s.addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -1023,21 +968,6 @@ async fn run_http_serves_the_supervised_election() {
     );
 }
 
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmRSS:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("VmRSS")
-}
-
 /// 1,000 SSE clients connect, read the first event and go away: the serve
 /// process's memory stays flat.
 #[test]
@@ -1046,6 +976,7 @@ fn serve_sse_clients_leave_nothing_behind() {
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let s = serve(
         dir.path(),
+        None,
         &[
             "--store",
             &url,

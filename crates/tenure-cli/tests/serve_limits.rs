@@ -9,59 +9,13 @@ mod common;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{tenure, text, wait_until, DropTables, Proxy, BIN};
-use tenure::testing::servers;
-
-/// A `tenure serve` process and the address it announced.
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `tenure serve --http 127.0.0.1:0 args...`, with at most `nofile` open
-/// files if given (`ulimit -n` in a shell that then execs it).
-fn serve(dir: &Path, nofile: Option<u32>, args: &[&str]) -> Serve {
-    let mut cmd = match nofile {
-        Some(n) => {
-            let mut c = Command::new("sh");
-            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
-            c
-        }
-        None => Command::new(BIN),
-    };
-    let mut child = cmd
-        .arg("serve")
-        .args(["--http", "127.0.0.1:0"])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tenure serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the announced address");
-    let addr = line
-        .trim()
-        .strip_prefix("serving http://")
-        .unwrap_or_else(|| panic!("serve announced {line:?}"))
-        .to_string();
-    Serve { child, addr }
-}
+use common::{
+    migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, tenure_command, text,
+    wait_until,
+};
 
 /// One request with `Connection: close`; the whole answer (status line,
 /// headers, body), or an error if none came within `within`.
@@ -101,21 +55,6 @@ fn leader_of(addr: &str) -> String {
         .ok()
         .and_then(|v| v["name"].as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmRSS:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("VmRSS")
 }
 
 fn open_fds(pid: u32) -> usize {
@@ -439,36 +378,12 @@ fn answers(addr: &str, paths: &[&str]) -> Vec<(String, String)> {
 /// a generic reason instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_never_show_the_store_address() {
-    let url = servers::postgres_url();
-    if servers::connect_or_skip(&url, &Default::default())
-        .await
-        .is_none()
-    {
+    let Some((url, proxy, via)) = postgres_behind_a_proxy(Some("hunter2-never-shown")).await else {
         return;
-    }
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
-    let mut via = parsed.clone();
-    via.set_port(Some(proxy.port)).expect("port");
-    via.set_password(Some("hunter2-never-shown"))
-        .expect("password");
-    let via = via.to_string();
-    let prefix = format!("svl{}_", std::process::id());
-    let _tables = DropTables {
-        url: url.clone(),
-        prefix: prefix.clone(),
     };
+    let prefix = format!("svl{}_", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
-    let o = tenure(
-        dir.path(),
-        &["migrate", "--store", &url, "--table-prefix", &prefix],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let _tables = migrated_tables(dir.path(), &url, &prefix);
     let election = "hidden";
     let s = serve(
         dir.path(),
@@ -557,6 +472,11 @@ async fn serve_answers_never_show_the_store_address() {
         String::from_utf8_lossy(&stream).into_owned(),
     ));
     let port = proxy.port.to_string();
+    let host = url::Url::parse(&url)
+        .expect("url")
+        .host_str()
+        .unwrap_or("")
+        .to_string();
     let forbidden = [
         "hunter2".to_string(),
         "postgres://".to_string(),
@@ -565,7 +485,7 @@ async fn serve_answers_never_show_the_store_address() {
         "***".to_string(),
         format!("127.0.0.1:{port}"),
         format!(":{port}"),
-        format!("{}:{}", parsed.host_str().unwrap_or(""), port),
+        format!("{host}:{port}"),
     ];
     for (path, resp) in &seen {
         for f in &forbidden {
@@ -593,37 +513,12 @@ fn serve_rejects_a_token_file_of_two_lines() {
     let file = dir.path().join("token");
     std::fs::write(&file, "first-secret-line\nsecond-secret-line\n").expect("write");
     let file = file.display().to_string();
-    let serve = [
-        "serve",
-        "--store",
+    for o in serve_and_run_exit_2(
+        dir.path(),
         &url,
-        "--http",
-        "127.0.0.1:0",
-        "--token-file",
-        &file,
-    ];
-    let run = [
-        "run",
-        "--store",
-        &url,
-        "--election",
-        "e",
-        "--http",
-        "127.0.0.1:0",
-        "--token-file",
-        &file,
-        "--",
-        "true",
-    ];
-    for args in [&serve[..], &run[..]] {
-        let o = tenure_within(dir.path(), args, Duration::from_secs(10));
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains(&file) && err.contains("one line"),
-            "{args:?}: {}",
-            text(&o)
-        );
+        &["--token-file", &file],
+        &[&file, "one line"],
+    ) {
         assert!(!text(&o).contains("secret-line"), "{}", text(&o));
     }
     // Refused before touching the store; the store still works.
@@ -635,12 +530,7 @@ fn serve_rejects_a_token_file_of_two_lines() {
 
 /// Runs `tenure args...`; fails the test if it still runs after `within`.
 fn tenure_within(dir: &Path, args: &[&str], within: Duration) -> std::process::Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TENURE_STORE")
-        .env("TENURE_LOG", "warn")
-        .stdin(Stdio::null())
+    let mut child = tenure_command(dir, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -727,37 +617,45 @@ fn serve_limit_flags_of_zero_exit_2() {
         ("--header-timeout", "0s"),
         ("--write-timeout", "0s"),
     ] {
-        let serve = [
-            "serve",
-            "--store",
-            &url,
-            "--http",
-            "127.0.0.1:0",
-            flag,
-            value,
-        ];
-        let run = [
+        serve_and_run_exit_2(dir.path(), &url, &[flag, value], &[flag, "above zero"]);
+    }
+}
+
+/// `tenure serve` and `tenure run --http` on `url` with `flags`: each exits
+/// 2 within 10 s, its stderr holding every one of `needles`. Their outputs.
+fn serve_and_run_exit_2(
+    dir: &Path,
+    url: &str,
+    flags: &[&str],
+    needles: &[&str],
+) -> Vec<std::process::Output> {
+    let serve = [&["serve", "--store", url, "--http", "127.0.0.1:0"], flags].concat();
+    let run = [
+        &[
             "run",
             "--store",
-            &url,
+            url,
             "--election",
             "e",
             "--http",
             "127.0.0.1:0",
-            flag,
-            value,
-            "--",
-            "true",
-        ];
-        for args in [&serve[..], &run[..]] {
-            let o = tenure_within(dir.path(), args, Duration::from_secs(10));
+        ],
+        flags,
+        &["--", "true"],
+    ]
+    .concat();
+    [serve, run]
+        .iter()
+        .map(|args| {
+            let o = tenure_within(dir, args, Duration::from_secs(10));
             assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(
-                err.contains(flag) && err.contains("above zero"),
+                needles.iter().all(|n| err.contains(n)),
                 "{args:?}: {}",
                 text(&o)
             );
-        }
-    }
+            o
+        })
+        .collect()
 }

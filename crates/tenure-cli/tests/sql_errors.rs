@@ -511,28 +511,13 @@ async fn postgres_refusing_connections_is_quoted() {
     }
     let port = pg.port;
     let lim = format!("postgres://lim:pw-9k2@127.0.0.1:{port}/test");
-    // The role's one connection is not enough for tenure, which needs more
-    // than one at a time.
-    tokio::task::block_in_place(|| {
-        assert_refused(
-            dir.path(),
-            &lim,
-            "too many connections for role \"lim\"",
-            "pw-9k2",
-        )
-    });
-    // The role's one connection is taken by someone else.
-    let held = hold(&lim, 1).await;
-    tokio::task::block_in_place(|| {
-        assert_refused(
-            dir.path(),
-            &lim,
-            "too many connections for role \"lim\"",
-            "pw-9k2",
-        )
-    });
-    release(held).await;
-    tokio::task::block_in_place(|| common_wait_for_slots(&lim));
+    refused_at_the_user_limit(
+        dir.path(),
+        &lim,
+        "too many connections for role \"lim\"",
+        "pw-9k2",
+    )
+    .await;
     // Every slot taken.
     let held = hold(&root, 6).await;
     let pw_url = format!("postgres://postgres:pw-77q@127.0.0.1:{port}/test");
@@ -546,24 +531,42 @@ async fn postgres_refusing_connections_is_quoted() {
     });
     release(held).await;
     // Slots free again: status works and an election elects.
-    let ok = |args: &[&str]| {
-        let out = tenure(dir.path(), args);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
-    };
-    tokio::task::block_in_place(|| {
-        common_wait_for_slots(&root);
-        ok(&[
+    tokio::task::block_in_place(|| works_again(dir.path(), &root));
+}
+
+/// With a user allowed one connection at `url`: tenure, which needs more
+/// than one at a time, is refused (quoting `words`, never showing `secret`),
+/// and again while someone else holds that one connection; then waits for
+/// the connection to be free again.
+async fn refused_at_the_user_limit(dir: &Path, url: &str, words: &str, secret: &str) {
+    tokio::task::block_in_place(|| assert_refused(dir, url, words, secret));
+    // The user's one connection is taken by someone else.
+    let held = hold(url, 1).await;
+    tokio::task::block_in_place(|| assert_refused(dir, url, words, secret));
+    release(held).await;
+    tokio::task::block_in_place(|| common_wait_for_slots(url));
+}
+
+/// Once the server at `url` accepts connections again, an election elects
+/// and `tenure status` works.
+fn works_again(dir: &Path, url: &str) {
+    common_wait_for_slots(url);
+    for args in [
+        vec![
             "run",
             "--store",
-            &root,
+            url,
             "--election",
             "full",
             "--no-wait",
             "--",
             "true",
-        ]);
-        ok(&["status", "--store", &root]);
-    });
+        ],
+        vec!["status", "--store", url],
+    ] {
+        let out = tenure(dir, &args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
+    }
 }
 
 /// Waits until the server has accepted a connection again (the backends of
@@ -614,50 +617,18 @@ async fn mariadb_refusing_connections_is_quoted() {
     let port = my.port;
     let lim = format!("mysql://lim:pw-3v8@127.0.0.1:{port}/test");
     let app = format!("mysql://app:pw-5t1@127.0.0.1:{port}/test");
-    // One connection is not enough for tenure, which needs more than one at a time.
-    tokio::task::block_in_place(|| {
-        assert_refused(
-            dir.path(),
-            &lim,
-            "User 'lim' has exceeded the 'max_user_connections' resource",
-            "pw-3v8",
-        )
-    });
-    // The user's one connection is taken by someone else.
-    let held = hold(&lim, 1).await;
-    tokio::task::block_in_place(|| {
-        assert_refused(
-            dir.path(),
-            &lim,
-            "User 'lim' has exceeded the 'max_user_connections' resource",
-            "pw-3v8",
-        )
-    });
-    release(held).await;
-    tokio::task::block_in_place(|| common_wait_for_slots(&lim));
+    refused_at_the_user_limit(
+        dir.path(),
+        &lim,
+        "User 'lim' has exceeded the 'max_user_connections' resource",
+        "pw-3v8",
+    )
+    .await;
     // Every connection taken.
     let held = fill(&app).await;
     tokio::task::block_in_place(|| {
         assert_refused(dir.path(), &app, "Too many connections", "pw-5t1")
     });
     release(held).await;
-    tokio::task::block_in_place(|| {
-        common_wait_for_slots(&root);
-        for args in [
-            vec![
-                "run",
-                "--store",
-                root.as_str(),
-                "--election",
-                "full",
-                "--no-wait",
-                "--",
-                "true",
-            ],
-            vec!["status", "--store", root.as_str()],
-        ] {
-            let out = tenure(dir.path(), &args);
-            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
-        }
-    });
+    tokio::task::block_in_place(|| works_again(dir.path(), &root));
 }

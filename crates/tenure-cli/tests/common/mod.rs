@@ -1,4 +1,5 @@
-//! Helpers for the CLI tests: running the binary, a breakable TCP proxy.
+//! Helpers for the CLI tests: running the binary and `tenure serve`, a
+//! breakable TCP proxy, the shared servers' tables.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -46,6 +47,55 @@ pub fn spawn_tenure(dir: &Path, args: &[&str], log: &Path) -> std::process::Chil
         .expect("spawn tenure")
 }
 
+/// A `tenure serve` process and the address it announced.
+pub struct Serve {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tenure serve --http 127.0.0.1:0 args...`, with at most `nofile` open
+/// files if given (`ulimit -n` in a shell that then execs it).
+pub fn serve(dir: &Path, nofile: Option<u32>, args: &[&str]) -> Serve {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    let mut child = cmd
+        .arg("serve")
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("TENURE_STORE")
+        .env("TENURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tenure serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the announced address");
+    let addr = line
+        .trim()
+        .strip_prefix("serving http://")
+        .unwrap_or_else(|| panic!("serve announced {line:?}"))
+        .to_string();
+    Serve { child, addr }
+}
+
 /// Polls `cond` every millisecond until it holds or `within` passes.
 pub async fn wait_until<T>(what: &str, within: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
@@ -74,6 +124,22 @@ pub fn starts(events: &Path) -> Vec<(u64, i32)> {
         .collect()
 }
 
+/// The resident memory of process `pid`, in KiB, from `/proc`.
+pub fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("VmRSS")
+}
+
 pub fn alive(pid: i32) -> bool {
     // A zombie still has a /proc entry; state Z means it is dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -87,6 +153,41 @@ pub fn alive(pid: i32) -> bool {
 
 #[allow(unused_imports)] // not every test binary cuts a network
 pub use tenure_testsupport::proxy::Proxy;
+
+/// The shared PostgreSQL behind a proxy of its own: the direct URL, the
+/// proxy, and the URL through the proxy, with `password` set where given.
+/// `None`, with the reason printed, where the server is missing and CI does
+/// not require it.
+pub async fn postgres_behind_a_proxy(password: Option<&str>) -> Option<(String, Proxy, String)> {
+    use tenure::testing::servers;
+    let url = servers::postgres_url();
+    servers::connect_or_skip(&url, &Default::default()).await?;
+    let parsed = url::Url::parse(&url).expect("url");
+    let upstream = format!(
+        "{}:{}",
+        parsed.host_str().expect("host"),
+        parsed.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
+    let mut via = parsed;
+    via.set_port(Some(proxy.port)).expect("port");
+    if let Some(password) = password {
+        via.set_password(Some(password)).expect("password");
+    }
+    Some((url, proxy, via.to_string()))
+}
+
+/// Creates the tables under `prefix` in the database at `url` (`tenure
+/// migrate`, run in `dir`), and drops them again when the returned guard goes.
+pub fn migrated_tables(dir: &Path, url: &str, prefix: &str) -> DropTables {
+    let tables = DropTables {
+        url: url.to_string(),
+        prefix: prefix.to_string(),
+    };
+    let o = tenure(dir, &["migrate", "--store", url, "--table-prefix", prefix]);
+    assert!(o.status.success(), "{}", text(&o));
+    tables
+}
 
 /// Drops this run's tables from the shared database when the test ends,
 /// passing or not (best effort; its own runtime, as Drop cannot await).
