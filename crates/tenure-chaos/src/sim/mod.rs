@@ -607,6 +607,38 @@ fn replay(world: &Arc<World>, t: u64) {
     });
 }
 
+/// What a sweep found so far, shared by its threads.
+#[derive(Default)]
+struct Sweep {
+    runs: u64,
+    faults: usize,
+    acquisitions: usize,
+    by_kind: BTreeMap<String, usize>,
+    /// The lowest seed that showed a violation.
+    failed: Option<u64>,
+    error: Option<std::io::Error>,
+}
+
+impl Sweep {
+    /// Adds one seed's outcome; true when the sweep should stop (a violation).
+    fn add(&mut self, cfg: &SimArgs, seed: u64, out: &Outcome) -> bool {
+        self.runs += 1;
+        self.faults += out.fault_count();
+        self.acquisitions += out.report.acquisitions;
+        for (k, n) in &out.faults {
+            *self.by_kind.entry(k.clone()).or_default() += n;
+        }
+        if cfg.seed.is_some() || !out.report.violations.is_empty() {
+            print_seed(cfg, seed, out);
+        }
+        if out.report.violations.is_empty() {
+            return false;
+        }
+        self.failed = Some(self.failed.map_or(seed, |f| f.min(seed)));
+        true
+    }
+}
+
 /// `tenure-chaos sim`: runs the sweep (or one seed) and says whether it passed.
 pub fn main(cfg: SimArgs) -> ExitCode {
     if let Some(bug) = &cfg.bug {
@@ -621,38 +653,58 @@ pub fn main(cfg: SimArgs) -> ExitCode {
         std::env::set_var("TENURE_CHAOS_BUG", bug);
     }
     let expect = cfg.expect_violations();
-    let seeds: Box<dyn Iterator<Item = u64>> = match cfg.seed {
+    let seeds: Box<dyn Iterator<Item = u64> + Send> = match cfg.seed {
         Some(s) => Box::new(std::iter::once(s)),
         None => Box::new((0..cfg.seeds).map(|i| cfg.first_seed.wrapping_add(i))),
     };
+    // Seeds are independent (each has its own runtime and seeded generator),
+    // so a plain sweep runs them on every core: its budget is wall time. A
+    // self-check stays on one thread, so that "caught at run N" is exact.
+    let threads = if cfg.seed.is_none() && !expect {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        1
+    };
     let wall = std::time::Instant::now();
-    let (mut runs, mut faults, mut acquisitions) = (0u64, 0usize, 0usize);
-    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failed: Option<u64> = None;
-    for seed in seeds {
-        if cfg.seed.is_none() && wall.elapsed() >= cfg.budget {
-            break;
+    let seeds = Mutex::new(seeds);
+    let sweep = Mutex::new(Sweep::default());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed)
+                    && (cfg.seed.is_some() || wall.elapsed() < cfg.budget)
+                {
+                    let next = lock(&seeds).next();
+                    let Some(seed) = next else { break };
+                    let out = run_one(&cfg, seed);
+                    let mut sweep = lock(&sweep);
+                    match out {
+                        Ok(out) => {
+                            if sweep.add(&cfg, seed, &out) {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            sweep.error = Some(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
         }
-        let out = match run_one(&cfg, seed) {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("tenure-chaos sim: cannot start a runtime: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        runs += 1;
-        faults += out.fault_count();
-        acquisitions += out.report.acquisitions;
-        for (k, n) in &out.faults {
-            *by_kind.entry(k.clone()).or_default() += n;
-        }
-        if cfg.seed.is_some() || !out.report.violations.is_empty() {
-            print_seed(&cfg, seed, &out);
-        }
-        if !out.report.violations.is_empty() {
-            failed = Some(seed);
-            break;
-        }
+    });
+    let Sweep {
+        runs,
+        faults,
+        acquisitions,
+        by_kind,
+        failed,
+        error,
+    } = sweep.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = error {
+        eprintln!("tenure-chaos sim: cannot start a runtime: {e}");
+        return ExitCode::from(2);
     }
     let secs = wall.elapsed().as_secs_f64();
     let cpu = cpu_seconds();
