@@ -33,6 +33,13 @@ const RETRY_SECS: i64 = 1;
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// How long to wait for our own sleep to end before killing it again.
 const KILL_REPEAT: Duration = Duration::from_millis(100);
+/// How long a statement on a bell connection runs before we interrupt it
+/// ourselves. A `KILL QUERY` that reached MariaDB 10.11 within a few
+/// milliseconds of the statement it interrupts was seen to take two seconds
+/// to land (the server keeps trying to wake the thread for up to two
+/// seconds), and every other `KILL` of that connection waited behind it: an
+/// acquirer's ring was heard two seconds late.
+const KILL_SETTLE: Duration = Duration::from_millis(50);
 /// How long a call on the bell connection may take once interrupted.
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -374,6 +381,7 @@ pub(super) async fn until_changed<F>(
 where
     F: std::future::Future<Output = std::result::Result<AnyRow, sqlx::Error>>,
 {
+    let started = tokio::time::Instant::now();
     tokio::pin!(changed, statement);
     tokio::select! {
         // The statement first, so that it is on its way before a pending
@@ -381,6 +389,13 @@ where
         biased;
         r = &mut statement => (Some(r), false),
         _ = &mut changed => {
+            // Let the statement settle into its wait first (see KILL_SETTLE);
+            // if it ends meanwhile, something else ended it.
+            tokio::select! {
+                biased;
+                r = &mut statement => return (Some(r), false),
+                _ = tokio::time::sleep_until(started + KILL_SETTLE) => {}
+            }
             let until = tokio::time::Instant::now() + CALL_TIMEOUT;
             let mut answer = None;
             loop {

@@ -31,6 +31,7 @@ use super::bell::{call, open, outcome, until_changed, Outcome, CALL_TIMEOUT};
 use super::named_locks::lock_name;
 use crate::store::wakeups::Sender;
 use crate::store::{AcquisitionWatch, ElectionKey};
+use tokio::sync::futures::OwnedNotified;
 
 /// Watcher slots per election: at most this many processes are rung for
 /// one election; more watchers poll slowly.
@@ -47,6 +48,14 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// (`quiet.rs::mariadb_watcher_of_a_free_election_is_quiet` failed so in
 /// CI, two runs in about ten).
 const ARMED_RECHECK: Duration = Duration::from_millis(100);
+/// How long the slot of an election no longer watched is kept before the
+/// sleep is interrupted to give it back. An observer stops watching an
+/// election when it sees a leader and watches it again at the release, often
+/// moments later; interrupting the sleep each time cost statements, and an
+/// interruption that raced an acquirer's ring delayed the ring (see
+/// `bell.rs`'s `KILL_SETTLE`). A slot kept for an election nobody watches
+/// costs at most a spurious ring: one read by each observer.
+const LINGER: Duration = Duration::from_secs(10);
 /// A wake-up of more elections than this is sent as one "anything may
 /// have changed".
 const MAX_NAMED_WAKES: usize = 4;
@@ -242,6 +251,10 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
     let mut held: HashMap<ElectionKey, String> = HashMap::new();
     // Elections whose slots were all taken at the last try.
     let mut full: HashSet<ElectionKey> = HashSet::new();
+    // Rung at the end of the last round: its observers read once more
+    // shortly after the next sleep began, since a second acquisition's ring
+    // that reaches the server as that sleep starts can take seconds to land.
+    let mut rung_before = false;
     loop {
         let Some(shared) = watched.upgrade() else {
             return;
@@ -334,13 +347,20 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             // Armed: read now (an acquisition before the slot was held),
             // and once more when the sleep has surely begun.
             send_wakes(&wake, &armed, false);
-            let recheck = std::mem::take(&mut armed);
+            let recheck = if std::mem::take(&mut rung_before) {
+                armed.clear();
+                want.iter().cloned().collect()
+            } else {
+                std::mem::take(&mut armed)
+            };
             // Sleep until a ring, or until the watched elections change
             // (then interrupt our own sleep from another connection).
             let sleep = sqlx::query("SELECT CAST(SLEEP(?) AS SIGNED)")
                 .bind(SLEEP_SECS)
                 .fetch_one(&mut *c);
-            let until = until_changed(&pool, *id, sleep, changed.as_mut());
+            let held_now: HashSet<ElectionKey> = held.keys().cloned().collect();
+            let must_wake = must_wake(&shared, changed.as_mut(), &held_now, &full);
+            let until = until_changed(&pool, *id, sleep, must_wake);
             tokio::pin!(until);
             let (answer, own_kill) = if recheck.is_empty() {
                 until.await
@@ -370,6 +390,7 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             }
         }
         drop(shared);
+        rung_before = rung;
         if rung {
             send_wakes(&wake, want.iter(), true);
         } else {
@@ -385,6 +406,39 @@ async fn watch_loop(watched: Weak<Watched>, pool: AnyPool, prefix: String, wake:
             held.clear();
             full.clear();
             tokio::time::sleep(RECONNECT_PAUSE).await;
+        }
+    }
+}
+
+/// Resolves when the sleep must be interrupted because the watched
+/// elections changed: one to arm (not `held`, and not `full` at the last
+/// try), or, [`LINGER`] after one stopped being watched, slots to give back.
+/// `changed` was registered before the watched set was last read.
+async fn must_wake(
+    watched: &Watched,
+    mut changed: std::pin::Pin<&mut OwnedNotified>,
+    held: &HashSet<ElectionKey>,
+    full: &HashSet<ElectionKey>,
+) {
+    let mut give_back: Option<tokio::time::Instant> = None;
+    loop {
+        match give_back {
+            None => changed.as_mut().await,
+            Some(at) => tokio::select! {
+                _ = changed.as_mut() => {}
+                _ = tokio::time::sleep_until(at) => return,
+            },
+        }
+        changed.set(watched.changed.clone().notified_owned());
+        changed.as_mut().enable();
+        let keys = watched.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if keys.keys().any(|k| !held.contains(k) && !full.contains(k)) {
+            return;
+        }
+        if held.iter().any(|k| !keys.contains_key(k)) {
+            give_back.get_or_insert_with(|| tokio::time::Instant::now() + LINGER);
+        } else {
+            give_back = None;
         }
     }
 }
