@@ -31,7 +31,7 @@
 
 use std::time::Duration;
 
-use crate::store::{ElectionKey, MemberRecord};
+use crate::store::record::{ElectionKey, MemberRecord};
 
 fn labels(key: &ElectionKey) -> [(&'static str, String); 2] {
     [

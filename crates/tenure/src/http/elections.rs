@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::error::ApiError;
+use super::error::{ApiError, UNREACHABLE};
 use super::view::ElectionView;
 use super::{Shared, State};
 use crate::store::{identity_of, ElectionKey};
@@ -26,11 +26,6 @@ pub(crate) struct LastKnown {
 
 /// The header that carries why an answer is stale.
 const STALE: &str = "x-tenure-stale";
-
-/// Why an answer is stale or not ready, as HTTP clients see it: the
-/// store's own error may name its host, port or user, so it goes to the
-/// log and clients get this.
-pub(crate) const UNREACHABLE: &str = "store unreachable";
 
 /// Runs a store read bounded by the API's read timeout. The error is the
 /// generic reason for HTTP answers; the store's own goes to the log.

@@ -4,6 +4,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+/// Why an answer is stale or not ready, as HTTP clients see it: the
+/// store's own error may name its host, port or user, so it goes to the
+/// log and clients get this.
+pub(crate) const UNREACHABLE: &str = "store unreachable";
+
 /// An error answer of the HTTP API.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -42,7 +47,7 @@ impl From<crate::Error> for ApiError {
             e if e.is_usage() => Self::bad_request(e.to_string()),
             e if e.is_retryable() => {
                 tracing::warn!("HTTP: the store cannot be reached: {e}");
-                Self::unavailable(super::elections::UNREACHABLE)
+                Self::unavailable(UNREACHABLE)
             }
             e => {
                 tracing::error!("HTTP: store error: {e}");

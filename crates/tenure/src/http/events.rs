@@ -24,6 +24,7 @@ use futures_util::stream::{self, Stream};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use super::error::UNREACHABLE;
 use super::State;
 use crate::observe::{observe, Change, ObserveOptions, Selection};
 use crate::store::{DynStore, ElectionKey};
@@ -38,10 +39,6 @@ pub(crate) const BUFFER: usize = 1024;
 /// How many elections of the first state a client takes from the shared
 /// map at a time.
 const BATCH: usize = 64;
-
-/// What the event stream says when the store cannot be read: the store's
-/// error (which may name its host) goes to the log only.
-const UNREACHABLE: &str = "store unreachable";
 
 /// The latest change of every election, shared by all clients.
 type Latest = Arc<Mutex<BTreeMap<ElectionKey, String>>>;

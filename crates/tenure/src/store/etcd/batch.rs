@@ -9,7 +9,7 @@ use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 
 use super::errors::map_client_error;
 use super::retry::retry;
-use crate::store::gather::{Batched, Statement};
+use crate::store::util::gather::{Batched, Statement};
 
 /// Operations per transaction. etcd refuses a transaction with more than
 /// `--max-txn-ops` (128 by default) operations, and a nested one may use only

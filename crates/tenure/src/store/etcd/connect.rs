@@ -176,7 +176,7 @@ impl EtcdStore {
         }
         let (tx, _) = broadcast::channel(1024);
         let activity = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let push = Arc::new(crate::store::push_health::PushMonitor::new(
+        let push = Arc::new(crate::store::util::push_health::PushMonitor::new(
             super::watch::WHAT,
         ));
         let watcher = tokio::spawn(watch_loop(

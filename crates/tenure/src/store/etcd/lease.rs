@@ -11,7 +11,7 @@ use super::errors::is_lease_not_found;
 use super::retry::retry;
 use super::Inner;
 use crate::error::Result;
-use crate::store::gather::Arrivals;
+use crate::store::util::gather::Arrivals;
 
 /// The granularity of etcd leases.
 pub(super) const SECOND: Duration = Duration::from_secs(1);

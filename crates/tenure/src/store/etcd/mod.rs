@@ -121,7 +121,7 @@ struct Inner {
     /// state key every renewal rewrites): the watch's sign of life.
     activity: Arc<std::sync::atomic::AtomicU64>,
     /// How the watch stands.
-    push: Arc<crate::store::push_health::PushMonitor>,
+    push: Arc<crate::store::util::push_health::PushMonitor>,
     watcher: tokio::task::JoinHandle<()>,
     endpoints: Option<tokio::task::JoinHandle<()>>,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,

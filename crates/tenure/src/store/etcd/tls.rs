@@ -4,7 +4,7 @@
 use etcd_client::{Certificate, Identity, TlsOptions};
 
 use crate::error::{Error, Result};
-use crate::store::client_tls::{self, ClientTlsFiles, ServerHints};
+use crate::store::util::client_tls::{self, ClientTlsFiles, ServerHints};
 
 /// What etcd calls the settings our messages point at.
 const HINTS: ServerHints = ServerHints {
@@ -42,7 +42,7 @@ pub(super) fn classify(
 ) -> Option<Error> {
     let cacert = files.cacert.as_deref();
     let text = chain_text(e);
-    let reason = crate::store::rustls_cause::find(e)
+    let reason = crate::store::util::rustls_cause::find(e)
         .map(|r| client_tls::explain(r, cacert, HINTS))
         .or_else(|| client_tls::explain_text(&text, cacert, HINTS))
         .or_else(|| {

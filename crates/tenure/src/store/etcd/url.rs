@@ -1,8 +1,8 @@
 //! `etcd://` and `etcds://` URLs: endpoints, credentials, TLS files, redaction.
 
 use crate::error::{Error, Result};
-use crate::store::client_tls::ClientTlsFiles;
-use crate::store::percent;
+use crate::store::util::client_tls::ClientTlsFiles;
+use crate::store::util::percent;
 
 const EXPECTED: &str = "expected etcd://host:port[,host:port...] (etcd://user:password@host:port with authentication, etcds://...?cacert=ca.pem for TLS)";
 
@@ -29,7 +29,7 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
     } else {
         return Err(bad(EXPECTED.into()));
     };
-    crate::store::params::check_userinfo(url, &redact(url))?;
+    crate::store::util::params::check_userinfo(url, &redact(url))?;
     let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (authority, path) = before_query
         .split_once('/')
@@ -61,7 +61,7 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
         {
             // Names the parameter and the closest known one, never its value.
             let scheme = if tls_scheme { "etcds" } else { "etcd" };
-            crate::store::params::check_known(scheme, query, &redact(url))?;
+            crate::store::util::params::check_known(scheme, query, &redact(url))?;
         }
     }
     if files.any() && !tls_scheme {

@@ -7,8 +7,8 @@ use etcd_client::{Client, WatchOptions};
 use tokio::sync::broadcast;
 
 use super::keys::{is_state_key, parse_election_key};
-use crate::store::push_health::PushMonitor;
-use crate::store::push_outage::{Backoff, PushOutage};
+use crate::store::util::push_health::PushMonitor;
+use crate::store::util::push_outage::{Backoff, PushOutage};
 
 /// The channel's name in logs and `tenure status`.
 pub(super) const WHAT: &str = "etcd watch";

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use redis::aio::ConnectionManager;
 
 use super::scripts::Scripts;
-use crate::store::gather::{Batched, Statement};
+use crate::store::util::gather::{Batched, Statement};
 use crate::store::{ElectionKey, Member, Tenure};
 
 /// What every batched script call needs: the connection, the scripts and how

@@ -3,7 +3,7 @@
 //! the URL is the redis crate's.
 
 use crate::error::{Error, Result};
-use crate::store::client_tls::ClientTlsFiles;
+use crate::store::util::client_tls::ClientTlsFiles;
 
 pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     let bad = |reason: String| Error::InvalidUrl {

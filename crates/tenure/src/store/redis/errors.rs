@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::{ErrorKind, RedisError};
 
 use crate::error::Error;
-use crate::store::client_tls::{self, ServerHints};
+use crate::store::util::client_tls::{self, ServerHints};
 
 /// The redis crate may quote the URL it was given; never let a password through.
 pub(super) fn without_secrets(text: &str, url: &str) -> String {
@@ -81,7 +81,7 @@ fn not_redis(store: String, what: &str) -> Error {
 /// Like [`classify`], for the first connection: a server that accepts the TCP
 /// connection and then drops it at the first command is not speaking Redis.
 pub(super) fn classify_first(store: &str, e: RedisError) -> Error {
-    let tls = crate::store::rustls_cause::find(&e).is_some()
+    let tls = crate::store::util::rustls_cause::find(&e).is_some()
         || client_tls::explain_text(&e.to_string(), None, HINTS).is_some();
     if !tls && e.code().is_none() && dropped(&e) {
         return not_redis(
@@ -159,7 +159,7 @@ pub(super) fn classify(store: &str, e: RedisError) -> Error {
         };
     }
     let ca = cacert(&store);
-    if let Some(reason) = crate::store::rustls_cause::find(&e)
+    if let Some(reason) = crate::store::util::rustls_cause::find(&e)
         .map(|tls| client_tls::explain(tls, ca.as_deref(), HINTS))
         .or_else(|| client_tls::explain_text(&text, ca.as_deref(), HINTS))
     {

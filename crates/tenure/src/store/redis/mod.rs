@@ -96,7 +96,7 @@ impl RedisStore {
     /// loads nothing else: there is no schema to create.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         crate::names::validate_table_prefix(&options.table_prefix)?;
-        super::registry::check_url(url)?;
+        super::check_url(url)?;
         let described = super::redact_url(url);
         let client = client::build(url, &described)?;
         let config = ConnectionManagerConfig::new()

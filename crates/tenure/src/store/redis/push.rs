@@ -9,9 +9,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::store::push_health::{PushHealth, PushMonitor};
-use crate::store::push_outage::{Backoff, PushOutage};
-use crate::store::wakeups::{wake_all, Sender, Wakeups};
+use crate::store::util::push_health::{PushHealth, PushMonitor};
+use crate::store::util::push_outage::{Backoff, PushOutage};
+use crate::store::util::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::Changes;
 use futures_util::StreamExt;
 

@@ -6,7 +6,7 @@ use sqlx::{AnyConnection, AnyPool};
 
 use super::dialect::Dialect;
 #[cfg(feature = "postgres")]
-use super::push;
+use super::postgres;
 use super::statements::{sent, term_i64, Statements};
 use super::SqlStore;
 use crate::store::{ElectionKey, EndReason, LeaseRecord, StartReason, Tenure};
@@ -97,7 +97,7 @@ struct After {
     dialect: Dialect,
     statements: std::sync::Arc<Statements>,
     #[cfg(feature = "postgres")]
-    push: Option<std::sync::Arc<push::PushHub>>,
+    push: Option<std::sync::Arc<postgres::PushHub>>,
     history_retention: u64,
 }
 

@@ -18,7 +18,7 @@ use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
-use crate::store::gather::Gather;
+use crate::store::util::gather::Gather;
 use crate::store::Tenure;
 
 /// Leases per statement (4 parameters each; every dialect allows far more).

@@ -11,7 +11,7 @@ use sqlx::ConnectOptions;
 
 use super::dialect::Dialect;
 #[cfg(feature = "postgres")]
-use super::push;
+use super::postgres;
 use super::statements::Statements;
 #[cfg(feature = "tls")]
 use super::tls;
@@ -115,7 +115,7 @@ impl SqlStore {
     /// No schema check happens; use [`SqlStore::migrate`] or [`SqlStore::connect`].
     pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self> {
         validate_table_prefix(&options.table_prefix)?;
-        crate::store::registry::check_url(url)?;
+        crate::store::check_url(url)?;
         let (dialect, driver_url) = parse_url(url)?;
         install_drivers();
         let described = redact_url(url);
@@ -147,7 +147,7 @@ impl SqlStore {
             after_queue: std::sync::OnceLock::new(),
             #[cfg(feature = "sqlite")]
             file_watch: (dialect == Dialect::Sqlite).then(|| {
-                std::sync::Arc::new(super::file_watch::FileWatch::new(
+                std::sync::Arc::new(super::sqlite::FileWatch::new(
                     sqlite_path(url),
                     pool.clone(),
                     statements.clone(),
@@ -169,14 +169,14 @@ impl SqlStore {
             returning: Default::default(),
             #[cfg(feature = "mysql")]
             named_locks: (dialect == Dialect::MySql).then(|| {
-                std::sync::Arc::new(super::named_locks::NamedLocks::new(
+                std::sync::Arc::new(super::mysql::NamedLocks::new(
                     pool.clone(),
                     &options.table_prefix,
                 ))
             }),
             #[cfg(feature = "postgres")]
             push: (dialect == Dialect::Postgres).then(|| {
-                std::sync::Arc::new(push::PushHub::new(
+                std::sync::Arc::new(postgres::PushHub::new(
                     driver_url.clone(),
                     &options.table_prefix,
                     pool.clone(),

@@ -14,7 +14,7 @@ use sqlx::AnyPool;
 use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{bind_member, sent, Query};
-use crate::store::gather::{Batched, Statement};
+use crate::store::util::gather::{Batched, Statement};
 use crate::store::Member;
 
 /// The members table as the batched heartbeats and reaps write it.

@@ -22,42 +22,39 @@
 //! | `decode.rs` | rows as lease, member and history records |
 //! | `after.rs` | the queue of notifications and history rows that follow a change |
 //! | `kept.rs` | the connection the lease statements keep out of the pool |
-//! | `batch.rs` | many renewals in one statement |
-//! | `push.rs` | PostgreSQL LISTEN/NOTIFY |
-//! | `bell.rs` | MySQL/MariaDB: a leader's doorbell for hand-over requests |
-//! | `mariadb.rs` | MariaDB ≥ 10.5: a follower's heartbeat and read in one statement |
+//! | `batch.rs`, `heartbeats.rs`, `reaps.rs` | many renewals, heartbeats or reaps in one statement |
 //! | `fenced.rs` | transactions fenced by the lease |
-//! | `runs.rs` | run records (`<prefix>runs`), written by compare-and-set |
-//! | `schema.rs`, `errors.rs`, `tls.rs` | schema versions, error mapping, TLS parameters |
+//! | `runs.rs`, `run_statements.rs` | run records (`<prefix>runs`), written by compare-and-set |
+//! | `schema.rs` | tables, schema versions and upgrades |
+//! | `errors.rs` | database errors as [`crate::Error`]s that name the fix |
+//! | `tls.rs` | TLS parameters of MySQL/MariaDB and PostgreSQL URLs |
+//! | `postgres/` | PostgreSQL: LISTEN/NOTIFY wake-ups |
+//! | `mysql/` | MySQL/MariaDB: named-lock wake-ups, doorbells, MariaDB's one-statement heartbeat |
+//! | `sqlite/` | SQLite: wake-ups from file events |
 
 mod after;
 mod batch;
-#[cfg(feature = "mysql")]
-mod bell;
 mod connect;
 mod decode;
 mod dialect;
 mod errors;
 mod fenced;
-#[cfg(feature = "sqlite")]
-mod file_watch;
 mod heartbeats;
 mod kept;
 #[cfg(feature = "mysql")]
-mod mariadb;
-#[cfg(feature = "mysql")]
-mod named_locks;
+mod mysql;
 #[cfg(feature = "postgres")]
-mod push;
+mod postgres;
 mod reaps;
+mod run_statements;
 mod runs;
 mod schema;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod statements;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
-#[cfg(feature = "mysql")]
-mod watch_bell;
 
 use std::sync::{Arc, OnceLock};
 
@@ -93,23 +90,23 @@ pub struct SqlStore {
     statements: Arc<Statements>,
     described: String,
     #[cfg(feature = "postgres")]
-    push: Option<Arc<push::PushHub>>,
+    push: Option<Arc<postgres::PushHub>>,
     /// MySQL/MariaDB wake-ups through named locks.
     #[cfg(feature = "mysql")]
-    named_locks: Option<Arc<named_locks::NamedLocks>>,
+    named_locks: Option<Arc<mysql::NamedLocks>>,
     /// MySQL/MariaDB: whether the server has `INSERT ... RETURNING`
     /// (MariaDB 10.5 or newer), which makes a follower's heartbeat and
     /// read one statement.
     #[cfg(feature = "mysql")]
-    returning: mariadb::Returning,
+    returning: mysql::Returning,
     /// The connection that lease statements hand back to, not to the pool.
     kept: Arc<kept::Kept>,
     batcher: Arc<batch::Batcher>,
-    heartbeats: Arc<crate::store::gather::Batched<heartbeats::Heartbeats>>,
-    reaps: Arc<crate::store::gather::Batched<reaps::Reaps>>,
-    /// SQLite wake-ups from the file's change counter.
+    heartbeats: Arc<crate::store::util::gather::Batched<heartbeats::Heartbeats>>,
+    reaps: Arc<crate::store::util::gather::Batched<reaps::Reaps>>,
+    /// SQLite wake-ups from file events on the database and its log.
     #[cfg(feature = "sqlite")]
-    file_watch: Option<Arc<file_watch::FileWatch>>,
+    file_watch: Option<Arc<sqlite::FileWatch>>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<Queued>>,
 }

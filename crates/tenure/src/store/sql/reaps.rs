@@ -4,7 +4,7 @@
 
 use super::heartbeats::MembersTable;
 use super::statements::sent;
-use crate::store::gather::Statement;
+use crate::store::util::gather::Statement;
 use crate::store::ElectionKey;
 
 /// The `DELETE` of lapsed members of many elections; every call is answered

@@ -82,7 +82,7 @@ pub(super) struct Statements {
     pub(super) history: String,
     pub(super) trim_history: String,
     /// Run records' statements (`runs.rs`).
-    pub(super) runs: super::runs::RunStatements,
+    pub(super) runs: super::run_statements::RunStatements,
 }
 
 impl Statements {
@@ -209,7 +209,7 @@ impl Statements {
                 &format!("{key} AND holder = ? AND term = ? AND expires_us > {{now}}"),
                 dialect.for_update(),
             ),
-            runs: super::runs::RunStatements::new(dialect, prefix),
+            runs: super::run_statements::RunStatements::new(dialect, prefix),
         }
     }
 }

@@ -354,14 +354,14 @@ impl LeaseStore for SqlStore {
         }
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
-            super::mariadb::Tried::Read(rec) => {
+            super::mysql::Tried::Read(rec) => {
                 if let Some(locks) = &self.named_locks {
                     locks.seen(&member.key, rec.as_ref());
                 }
                 return Ok(rec);
             }
-            super::mariadb::Tried::Failed(e) => return Err(self.wrap(e)),
-            super::mariadb::Tried::FallBack => {}
+            super::mysql::Tried::Failed(e) => return Err(self.wrap(e)),
+            super::mysql::Tried::FallBack => {}
         }
         // Elsewhere (MySQL, MariaDB before 10.5, SQLite) two statements
         // side by side on two pooled connections:

@@ -148,7 +148,7 @@ impl TlsParams {
         // unreachable server or an unknown issuer.
         if let Some((k, v)) = &self.ca {
             if !is_inline_pem(v) {
-                crate::store::ca_file::read_ca_file(k, v).map_err(fail)?;
+                crate::store::util::ca_file::read_ca_file(k, v).map_err(fail)?;
             }
         }
         for (what, param) in [
@@ -216,7 +216,7 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
     let params = TlsParams::parse(store)?;
     let reason = match e {
         sqlx::Error::Tls(inner) => {
-            if let Some(r) = crate::store::rustls_cause::find(inner.as_ref()) {
+            if let Some(r) = crate::store::util::rustls_cause::find(inner.as_ref()) {
                 explain_rustls(&params, r)
             } else {
                 let msg = inner.to_string();
@@ -243,7 +243,7 @@ pub(crate) fn classify(store: &str, e: &sqlx::Error) -> Option<Error> {
         sqlx::Error::Io(io) => {
             let r = io
                 .get_ref()
-                .and_then(|inner| crate::store::rustls_cause::find(inner))?;
+                .and_then(|inner| crate::store::util::rustls_cause::find(inner))?;
             explain_rustls(&params, r)
         }
         sqlx::Error::Configuration(c) => {

@@ -35,7 +35,7 @@ pub(super) fn seg(s: &str) -> String {
 
 /// Reverses [`seg`].
 pub(super) fn unseg(s: &str) -> String {
-    crate::store::percent::decode(s)
+    crate::store::util::percent::decode(s)
 }
 
 impl Inner {

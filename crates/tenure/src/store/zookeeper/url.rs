@@ -1,7 +1,8 @@
 //! `zk://[user:password@]host:port[,host:port...][/chroot]`.
 
 use crate::error::{Error, Result};
-use crate::store::{percent, redact_url};
+use crate::store::redact_url;
+use crate::store::util::percent;
 
 /// A parsed ZooKeeper URL.
 #[derive(Clone, Debug, PartialEq, Eq)]

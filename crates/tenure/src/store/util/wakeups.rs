@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::broadcast;
 
-use super::{Changes, ElectionKey};
+use crate::store::{Changes, ElectionKey};
 
 /// What a listener task sends into: it holds only a `Weak`, so it notices
 /// (and stops) when the store is dropped.
@@ -20,7 +20,7 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             tx: Arc::new(broadcast::channel(1024).0),
             started: Mutex::new(false),
@@ -42,7 +42,7 @@ impl Wakeups {
 
     /// A new subscriber; the first call spawns `listen` on the current tokio
     /// runtime. `None` outside a runtime (callers then poll).
-    pub(super) fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>
+    pub(crate) fn subscribe<F, Fut>(&self, listen: F) -> Option<Changes>
     where
         F: FnOnce(Weak<Sender>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,

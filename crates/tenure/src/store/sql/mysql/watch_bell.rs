@@ -27,15 +27,14 @@ use std::time::Duration;
 
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use super::bell::{call, open, outcome, until_changed, Outcome, CALL_TIMEOUT};
-use super::named_locks::lock_name;
-use crate::store::wakeups::Sender;
+use super::bell::{call, lock_name, open, outcome, until_changed, Outcome, CALL_TIMEOUT};
+use crate::store::util::wakeups::Sender;
 use crate::store::{AcquisitionWatch, ElectionKey};
 use tokio::sync::futures::OwnedNotified;
 
 /// Watcher slots per election: at most this many processes are rung for
 /// one election; more watchers poll slowly.
-pub(super) const SLOTS: usize = 16;
+pub(in crate::store::sql) const SLOTS: usize = 16;
 /// How long one sleep lasts: a statement per this period while watching.
 const SLEEP_SECS: i64 = 600;
 /// The pause after the watcher connection failed, before opening another.
@@ -62,7 +61,7 @@ const MAX_NAMED_WAKES: usize = 4;
 
 /// The name of watcher slot `slot` of the election whose lock is
 /// `lock_name` (at most 64 characters, as named locks must be).
-pub(super) fn slot_name(lock_name: &str, slot: usize) -> String {
+pub(in crate::store::sql) fn slot_name(lock_name: &str, slot: usize) -> String {
     format!("{lock_name}_w{slot}")
 }
 
@@ -106,7 +105,7 @@ impl Drop for Guard {
 /// The observers' doorbell of one store; its task runs while the store
 /// lives and something is watched.
 #[derive(Debug)]
-pub(super) struct WatchBell {
+pub(in crate::store::sql) struct WatchBell {
     watched: Arc<Watched>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pool: AnyPool,
@@ -123,7 +122,7 @@ impl Drop for WatchBell {
 }
 
 impl WatchBell {
-    pub(super) fn new(pool: AnyPool, prefix: &str, wake: Weak<Sender>) -> Self {
+    pub(in crate::store::sql) fn new(pool: AnyPool, prefix: &str, wake: Weak<Sender>) -> Self {
         Self {
             watched: Arc::default(),
             task: Mutex::new(None),
@@ -135,7 +134,7 @@ impl WatchBell {
 
     /// Rings this process's observers when `key` is acquired, while the
     /// returned watch lives. `None` outside a tokio runtime.
-    pub(super) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+    pub(in crate::store::sql) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
         let rt = tokio::runtime::Handle::try_current().ok()?;
         {
             let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
@@ -167,12 +166,12 @@ impl WatchBell {
 /// The columns that find the connections ringing for `lock_name`'s
 /// election: `CAST(IS_USED_LOCK(?) AS SIGNED)` per slot, bound by
 /// [`bind_slots`].
-pub(super) fn slot_columns() -> String {
+pub(in crate::store::sql) fn slot_columns() -> String {
     vec!["CAST(IS_USED_LOCK(?) AS SIGNED)"; SLOTS].join(", ")
 }
 
 /// Binds the slot names of [`slot_columns`].
-pub(super) fn bind_slots<'q>(
+pub(in crate::store::sql) fn bind_slots<'q>(
     mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
     lock_name: &str,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
@@ -183,7 +182,7 @@ pub(super) fn bind_slots<'q>(
 }
 
 /// The connection ids in the first [`SLOTS`] columns of `row`.
-pub(super) fn watcher_ids(row: &sqlx::any::AnyRow) -> Vec<i64> {
+pub(in crate::store::sql) fn watcher_ids(row: &sqlx::any::AnyRow) -> Vec<i64> {
     (0..SLOTS)
         .filter_map(|i| row.try_get::<Option<i64>, _>(i).ok().flatten())
         .collect()
@@ -191,7 +190,7 @@ pub(super) fn watcher_ids(row: &sqlx::any::AnyRow) -> Vec<i64> {
 
 /// Rings the watchers of `lock_name`'s election in a statement of its own
 /// (when the acquirer's lock statement could not carry the question).
-pub(super) async fn ring_watchers(pool: &AnyPool, lock_name: &str) {
+pub(in crate::store::sql) async fn ring_watchers(pool: &AnyPool, lock_name: &str) {
     let sql = format!("SELECT {}", slot_columns());
     match bind_slots(sqlx::query(&sql), lock_name)
         .fetch_one(pool)
@@ -203,7 +202,7 @@ pub(super) async fn ring_watchers(pool: &AnyPool, lock_name: &str) {
 }
 
 /// Interrupts the sleep of the watcher connections `ids` (best effort).
-pub(super) async fn kill_watchers(pool: &AnyPool, ids: &[i64]) {
+pub(in crate::store::sql) async fn kill_watchers(pool: &AnyPool, ids: &[i64]) {
     for id in ids {
         tracing::trace!(connection = id, "ringing a watcher's doorbell");
         // KILL takes no placeholders; the id is an integer from the server.

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sqlx::AnyPool;
 
-use super::decode::decode_record;
-use super::statements::{sent, Statements};
-use super::Dialect;
-use crate::store::wakeups::{Sender, Wakeups};
+use crate::store::sql::decode::decode_record;
+use crate::store::sql::statements::{sent, Statements};
+use crate::store::sql::Dialect;
+use crate::store::util::wakeups::{Sender, Wakeups};
 use crate::store::{Changes, ElectionKey};
 
 /// How often the files are looked at where they cannot be watched: a
@@ -57,7 +57,7 @@ struct Seen {
 }
 
 #[derive(Debug)]
-pub(super) struct FileWatch {
+pub(in crate::store::sql) struct FileWatch {
     path: PathBuf,
     pool: AnyPool,
     statements: Arc<Statements>,
@@ -66,7 +66,11 @@ pub(super) struct FileWatch {
 
 impl FileWatch {
     /// Watches the database file at `path` (the URL's path).
-    pub(super) fn new(path: PathBuf, pool: AnyPool, statements: Arc<Statements>) -> Self {
+    pub(in crate::store::sql) fn new(
+        path: PathBuf,
+        pool: AnyPool,
+        statements: Arc<Statements>,
+    ) -> Self {
         Self {
             path,
             pool,
@@ -75,7 +79,7 @@ impl FileWatch {
         }
     }
 
-    pub(super) fn subscribe(&self) -> Option<Changes> {
+    pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         let (path, pool) = (self.path.clone(), self.pool.clone());
         let statements = self.statements.clone();
         self.wakeups

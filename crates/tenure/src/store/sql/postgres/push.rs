@@ -8,9 +8,9 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::store::push_health::{PushHealth, PushMonitor};
-use crate::store::push_outage::{Backoff, PushOutage};
-use crate::store::wakeups::{wake_all, Sender, Wakeups};
+use crate::store::util::push_health::{PushHealth, PushMonitor};
+use crate::store::util::push_outage::{Backoff, PushOutage};
+use crate::store::util::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::{Changes, ElectionKey, StoreOptions};
 use sqlx::postgres::PgListener;
 use sqlx::AnyPool;
@@ -21,7 +21,7 @@ const WHAT: &str = "PostgreSQL LISTEN";
 const SEP: char = '\u{1f}';
 
 #[derive(Debug)]
-pub(super) struct PushHub {
+pub(in crate::store::sql) struct PushHub {
     url: String,
     channel: String,
     /// Where probes are sent from: a connection other than the listener's.
@@ -32,10 +32,15 @@ pub(super) struct PushHub {
 }
 
 impl PushHub {
-    pub(super) fn new(url: String, prefix: &str, pool: AnyPool, probe_period: Duration) -> Self {
+    pub(in crate::store::sql) fn new(
+        url: String,
+        prefix: &str,
+        pool: AnyPool,
+        probe_period: Duration,
+    ) -> Self {
         Self {
             url,
-            channel: super::statements::changes_channel(prefix),
+            channel: crate::store::sql::statements::changes_channel(prefix),
             pool,
             probe_period,
             wakeups: Wakeups::new(),
@@ -43,7 +48,7 @@ impl PushHub {
         }
     }
 
-    pub(super) fn subscribe(&self) -> Option<Changes> {
+    pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         let listener = Listener {
             url: self.url.clone(),
             channel: self.channel.clone(),
@@ -54,11 +59,15 @@ impl PushHub {
         self.wakeups.subscribe(|tx| listener.run(tx))
     }
 
-    pub(super) fn health(&self) -> PushHealth {
+    pub(in crate::store::sql) fn health(&self) -> PushHealth {
         self.monitor.health()
     }
 
-    pub(super) async fn notify(&self, conn: &mut sqlx::AnyConnection, key: &ElectionKey) {
+    pub(in crate::store::sql) async fn notify(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        key: &ElectionKey,
+    ) {
         let payload = format!("{}{SEP}{}", key.namespace, key.election);
         let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(self.channel.as_str())

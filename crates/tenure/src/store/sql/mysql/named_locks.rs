@@ -15,12 +15,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use super::bell::{bell_name, Bell};
+use super::bell::{bell_name, lock_name, Bell};
 use super::watch_bell::{self, WatchBell};
-use crate::store::wakeups::Wakeups;
+use crate::store::util::wakeups::Wakeups;
 use crate::store::{AcquisitionWatch, Changes, ElectionKey, LeaseRecord};
 
 /// At most this many elections waited on at once per store: each waiter
@@ -75,20 +74,6 @@ const LEADER_LOCK_WAIT_SECS: i64 = 2;
 /// up later calls, which wait for the same connection.
 const LEADER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The lock's name: a hash, because names are limited to 64 characters and
-/// elections are not; stable across processes and versions.
-pub(super) fn lock_name(prefix: &str, key: &ElectionKey) -> String {
-    let mut h = Sha256::new();
-    h.update(prefix.as_bytes());
-    h.update([0x1f]);
-    h.update(key.namespace.as_bytes());
-    h.update([0x1f]);
-    h.update(key.election.as_bytes());
-    let digest = h.finalize();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("tenure_{hex}")
-}
-
 /// The holder and term a read showed (`None` holder: free or expired;
 /// `None` as a whole: no lease row).
 type Seen = Option<(Option<String>, u64)>;
@@ -112,7 +97,7 @@ struct Waiting {
 }
 
 #[derive(Debug)]
-pub(super) struct NamedLocks {
+pub(in crate::store::sql) struct NamedLocks {
     pool: AnyPool,
     prefix: String,
     wakeups: Wakeups,
@@ -136,7 +121,7 @@ pub(super) struct NamedLocks {
 }
 
 impl NamedLocks {
-    pub(super) fn new(pool: AnyPool, prefix: &str) -> Self {
+    pub(in crate::store::sql) fn new(pool: AnyPool, prefix: &str) -> Self {
         let wakeups = Wakeups::new();
         Self {
             bell: Bell::new(pool.clone(), wakeups.downgrade()),
@@ -154,7 +139,7 @@ impl NamedLocks {
 
     /// Ends every waiter now (their connections close, which ends their
     /// `GET_LOCK`); called when the store is dropped.
-    pub(super) fn stop_waiters(&self) {
+    pub(in crate::store::sql) fn stop_waiters(&self) {
         let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
         for w in waiters {
             w.abort();
@@ -162,7 +147,7 @@ impl NamedLocks {
     }
 
     /// Subscribers hear of elections whose lock a waiter was granted.
-    pub(super) fn subscribe(&self) -> Option<Changes> {
+    pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         // The waiters send; no listener task of its own.
         self.wakeups.subscribe(|_| async {})
     }
@@ -221,13 +206,13 @@ impl NamedLocks {
 
     /// Rings this process's observers when `key`, free now, is acquired,
     /// while the returned watch lives (see `watch_bell.rs`).
-    pub(super) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
+    pub(in crate::store::sql) fn watch(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
         self.watchers.watch(key)
     }
 
     /// After acquiring `key`: hold its lock while leading (best effort), and
     /// ring the observers watching it while it was free.
-    pub(super) async fn leading(&self, key: &ElectionKey) {
+    pub(in crate::store::sql) async fn leading(&self, key: &ElectionKey) {
         let name = self.name(key);
         self.bell.leading(bell_name(&name), key);
         let mut held = self.held.lock().await;
@@ -291,7 +276,7 @@ impl NamedLocks {
     /// Frees the lock of a tenure that ended, in a task of its own: a release
     /// never waits for the lock connection (it may be busy taking another
     /// lock, or cut off). [`Self::settle`] waits for it.
-    pub(super) fn spawn_ended(self: &Arc<Self>, key: &ElectionKey) {
+    pub(in crate::store::sql) fn spawn_ended(self: &Arc<Self>, key: &ElectionKey) {
         let (locks, key) = (self.clone(), key.clone());
         let task = tokio::spawn(async move { locks.ended(&key).await });
         let mut freeing = self.freeing.lock().unwrap_or_else(|p| p.into_inner());
@@ -301,7 +286,7 @@ impl NamedLocks {
 
     /// Waits until every lock free started so far is done, so that the
     /// followers waiting on them are woken before a process exits.
-    pub(super) async fn settle(&self) {
+    pub(in crate::store::sql) async fn settle(&self) {
         let tasks = std::mem::take(&mut *self.freeing.lock().unwrap_or_else(|p| p.into_inner()));
         for task in tasks {
             let _ = task.await;
@@ -335,7 +320,7 @@ impl NamedLocks {
 
     /// After a hand-over request on `key`: wakes its leader's process, if
     /// it has a doorbell, so the leader acts on the request at once.
-    pub(super) async fn ring(&self, key: &ElectionKey) {
+    pub(in crate::store::sql) async fn ring(&self, key: &ElectionKey) {
         self.bell.ring(&bell_name(&self.name(key))).await;
     }
 
@@ -352,7 +337,11 @@ impl NamedLocks {
     /// next release; without it, a follower slept through the window, and
     /// as the next transfer's target left the election leaderless for the
     /// rest of it (conformance: `transfers_in_a_row_reach_their_targets`).
-    pub(super) fn seen(self: &Arc<Self>, key: &ElectionKey, rec: Option<&LeaseRecord>) {
+    pub(in crate::store::sql) fn seen(
+        self: &Arc<Self>,
+        key: &ElectionKey,
+        rec: Option<&LeaseRecord>,
+    ) {
         let seen = seen_in(rec);
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use sqlx::Row;
 
-use super::decode::decode_packed_record;
-use super::errors::mysql_number;
-use super::statements::{bind_member, duration_us, sent};
-use super::SqlStore;
+use crate::store::sql::decode::decode_packed_record;
+use crate::store::sql::errors::mysql_number;
+use crate::store::sql::statements::{bind_member, duration_us, sent};
+use crate::store::sql::SqlStore;
 use crate::store::{LeaseRecord, Member};
 
 /// Not asked yet (or the question failed).
@@ -30,13 +30,13 @@ const TWO_STATEMENTS: u8 = 2;
 
 /// What this store knows of its server's `INSERT ... RETURNING`.
 #[derive(Debug, Default)]
-pub(super) struct Returning(AtomicU8);
+pub(in crate::store::sql) struct Returning(AtomicU8);
 
 /// Whether the server whose `SELECT VERSION()` says `version` has `INSERT ...
 /// RETURNING`: MariaDB 10.5 or newer (`10.11.6-MariaDB-0+deb12u1`,
 /// `11.4.2-MariaDB`; MariaDB's replication-compatible `5.5.5-10.11.6-MariaDB`
 /// form too). MySQL (`8.0.36`) never.
-pub(super) fn has_insert_returning(version: &str) -> bool {
+pub(in crate::store::sql) fn has_insert_returning(version: &str) -> bool {
     if !version.contains("MariaDB") {
         return false;
     }
@@ -54,7 +54,7 @@ pub(super) fn has_insert_returning(version: &str) -> bool {
 // Returned once per call and matched at once, never stored: the size of
 // the record variant costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Tried {
+pub(in crate::store::sql) enum Tried {
     /// The lease record (`None`: no lease row); the heartbeat is written.
     Read(Option<LeaseRecord>),
     /// Not sent, or undone: send the two statements instead.
@@ -66,7 +66,7 @@ pub(super) enum Tried {
 impl SqlStore {
     /// Asks the server once whether it has `INSERT ... RETURNING`; a failed
     /// question is asked again next time.
-    pub(super) async fn detect_returning(&self) -> bool {
+    pub(in crate::store::sql) async fn detect_returning(&self) -> bool {
         match self.returning.0.load(Ordering::Relaxed) {
             ONE_STATEMENT => return true,
             TWO_STATEMENTS => return false,
@@ -102,7 +102,7 @@ impl SqlStore {
     }
 
     /// The heartbeat and the read in one statement, where the server has it.
-    pub(super) async fn mariadb_heartbeat_and_read(
+    pub(in crate::store::sql) async fn mariadb_heartbeat_and_read(
         &self,
         member: &Member,
         ttl: std::time::Duration,

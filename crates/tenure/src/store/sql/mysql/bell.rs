@@ -18,10 +18,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use crate::store::wakeups::Sender;
+use crate::store::util::wakeups::Sender;
 use crate::store::ElectionKey;
 
 /// How long one sleep lasts: a statement per this period while leading.
@@ -41,11 +42,25 @@ const KILL_REPEAT: Duration = Duration::from_millis(100);
 /// acquirer's ring was heard two seconds late.
 const KILL_SETTLE: Duration = Duration::from_millis(50);
 /// How long a call on the bell connection may take once interrupted.
-pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(in crate::store::sql) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The lock's name: a hash, because names are limited to 64 characters and
+/// elections are not; stable across processes and versions.
+pub(in crate::store::sql) fn lock_name(prefix: &str, key: &ElectionKey) -> String {
+    let mut h = Sha256::new();
+    h.update(prefix.as_bytes());
+    h.update([0x1f]);
+    h.update(key.namespace.as_bytes());
+    h.update([0x1f]);
+    h.update(key.election.as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("tenure_{hex}")
+}
 
 /// A bell lock's name: the election lock's name and a suffix (at most 64
 /// characters, as named locks must be).
-pub(super) fn bell_name(lock_name: &str) -> String {
+pub(in crate::store::sql) fn bell_name(lock_name: &str) -> String {
     format!("{lock_name}_bell")
 }
 
@@ -62,7 +77,7 @@ struct Led {
 /// The doorbell of one store; the task runs while the store lives and
 /// something is led.
 #[derive(Debug)]
-pub(super) struct Bell {
+pub(in crate::store::sql) struct Bell {
     led: Arc<Led>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pool: AnyPool,
@@ -78,7 +93,7 @@ impl Drop for Bell {
 }
 
 impl Bell {
-    pub(super) fn new(pool: AnyPool, wake: Weak<Sender>) -> Self {
+    pub(in crate::store::sql) fn new(pool: AnyPool, wake: Weak<Sender>) -> Self {
         Self {
             led: Arc::default(),
             task: Mutex::new(None),
@@ -88,7 +103,7 @@ impl Bell {
     }
 
     /// This process leads `key`: hold its bell.
-    pub(super) fn leading(&self, name: String, key: &ElectionKey) {
+    pub(in crate::store::sql) fn leading(&self, name: String, key: &ElectionKey) {
         {
             let mut keys = self.led.keys.lock().unwrap_or_else(|p| p.into_inner());
             if keys.insert(name, key.clone()).is_some() {
@@ -110,7 +125,7 @@ impl Bell {
     }
 
     /// This process no longer leads `key`.
-    pub(super) fn ended(&self, name: &str) {
+    pub(in crate::store::sql) fn ended(&self, name: &str) {
         let removed = self
             .led
             .keys
@@ -125,7 +140,7 @@ impl Bell {
 
     /// After a hand-over request on `name`'s election: interrupts the sleep
     /// of whichever connection holds that bell (best effort).
-    pub(super) async fn ring(&self, name: &str) {
+    pub(in crate::store::sql) async fn ring(&self, name: &str) {
         ring_holder(&self.pool, name).await;
     }
 }
@@ -165,7 +180,7 @@ async fn ring_holder(pool: &AnyPool, name: &str) {
 
 /// Whether an error is the interruption of a statement by `KILL QUERY`
 /// (`ER_QUERY_INTERRUPTED`, SQLSTATE 70100).
-pub(super) fn interrupted(e: &sqlx::Error) -> bool {
+pub(in crate::store::sql) fn interrupted(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
             d.code().as_deref() == Some("70100") || d.message().contains("interrupted")
@@ -175,7 +190,7 @@ pub(super) fn interrupted(e: &sqlx::Error) -> bool {
 }
 
 /// The outcome of one statement on a bell (or watcher) connection.
-pub(super) enum Outcome {
+pub(in crate::store::sql) enum Outcome {
     Done,
     /// Interrupted by a ring.
     Rung,
@@ -183,7 +198,7 @@ pub(super) enum Outcome {
     Broken,
 }
 
-pub(super) fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
+pub(in crate::store::sql) fn outcome(r: std::result::Result<(), sqlx::Error>) -> Outcome {
     match r {
         Ok(()) => Outcome::Done,
         Err(e) if interrupted(&e) => Outcome::Rung,
@@ -372,7 +387,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
 /// interrupts nothing) and waits for it to end. Returns the statement's
 /// answer (`None`: none within [`CALL_TIMEOUT`] of the first kill) and
 /// whether we interrupted it ourselves.
-pub(super) async fn until_changed<F>(
+pub(in crate::store::sql) async fn until_changed<F>(
     pool: &AnyPool,
     id: i64,
     statement: F,
@@ -415,7 +430,7 @@ where
 }
 
 /// A connection of its own (outside the pool: it sleeps for long) and its id.
-pub(super) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
+pub(in crate::store::sql) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
     let mut c = match pool.acquire().await {
         Ok(c) => c.detach(),
         Err(e) => {
@@ -437,7 +452,7 @@ pub(super) async fn open(pool: &AnyPool) -> Option<(AnyConnection, i64)> {
 }
 
 /// One statement on a bell (or watcher) connection, bounded.
-pub(super) async fn call<'q>(
+pub(in crate::store::sql) async fn call<'q>(
     c: &mut AnyConnection,
     q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> std::result::Result<(), sqlx::Error> {
