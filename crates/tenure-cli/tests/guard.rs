@@ -607,7 +607,7 @@ async fn blocked_stderr_cannot_delay_the_kill_postgres() {
 /// tenure, the guard and the job are all stopped (a frozen VM, a stopped
 /// container, `kill -STOP` of every group) until another replica has taken
 /// over; after SIGCONT the job must be killed within 50 ms. That gap is the
-/// stale window nothing local can close (fencing covers it: see README).
+/// stale window nothing local can close (fencing covers it: see docs/cli.md).
 async fn frozen_tree_is_killed_right_after_sigcont(kind: Kind) {
     let _serial = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
