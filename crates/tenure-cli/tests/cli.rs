@@ -1109,7 +1109,7 @@ fn concurrent_first_use_of_a_fresh_file_succeeds_everywhere() {
     }
 }
 
-/// Issue 10: a leader sends no member heartbeats while it leads, and
+/// A leader sends no member heartbeats while it leads, and
 /// `tenure status` still lists it as the live leader, last heard from at its
 /// last renewal, after it has led for longer than a registration lasts
 /// without a heartbeat (three TTLs).

@@ -607,7 +607,7 @@ async fn blocked_stderr_cannot_delay_the_kill_postgres() {
 /// tenure, the guard and the job are all stopped (a frozen VM, a stopped
 /// container, `kill -STOP` of every group) until another replica has taken
 /// over; after SIGCONT the job must be killed within 50 ms. That gap is the
-/// stale window nothing local can close (fencing covers it: see README).
+/// stale window nothing local can close (fencing covers it: see docs/cli.md).
 async fn frozen_tree_is_killed_right_after_sigcont(kind: Kind) {
     let _serial = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
@@ -733,7 +733,7 @@ async fn postgres_behind_a_proxy(d: &Path) -> Option<(TestStore, Proxy, String)>
     Some((s, proxy, url))
 }
 
-/// The FIRST job of a tenure also waits for enough lease (issue 9, defect 4):
+/// The FIRST job of a tenure also waits for enough lease, as restarts do:
 /// when the acquisition's answer comes back slowly (a proxy in front of
 /// PostgreSQL delays each direction by 150 ms; with sqlx's ping before each
 /// query the acquisition takes ~0.6 s, and the margin is then its cap of
@@ -845,7 +845,7 @@ fn status_json(dir: &Path, url: &str, election: &str) -> serde_json::Value {
 }
 
 /// On the restart path, a tenure that cannot get enough lease for the kill
-/// grace gives the election up (issue 9, defect 4). `a` (through a proxy in
+/// grace gives the election up. `a` (through a proxy in
 /// front of PostgreSQL, ttl 4 s, kill grace 2.7 s, `--restart`) leads; its
 /// job exits five times, so the restart back-off is 1.6 s; during it a's
 /// store path becomes slow (300 ms each way; a renewal then takes ~1 s),
@@ -956,8 +956,8 @@ async fn restart_without_enough_lease_resigns_to_another_candidate() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(b_row["start_reason"], "resign", "{status:#}\n{}", logs(d));
-    // a's own row is closed by a's queue, best effort (see the report of
-    // issue 9: on the slow path it sometimes stays open); never as expired.
+    // a's own row is closed by a's queue, best effort (on the slow path it
+    // sometimes stays open); never as expired.
     let a_row = row(&status, term).expect("a's term in the history");
     assert!(
         a_row["end_reason"].is_null() || a_row["end_reason"] == "resign",

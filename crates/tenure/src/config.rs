@@ -268,10 +268,10 @@ pub(crate) struct Timing {
     /// How often the leader deletes lapsed registrations: 30 TTLs. Readers
     /// already ignore lapsed ones (`MemberRecord::live`): reaping is
     /// garbage collection, so it is rare (a crashed member's row lingers
-    /// up to 33 TTLs, harmlessly). It was 6 TTLs: once a leader stopped
-    /// heartbeating (`Capabilities::lease_vouches_for_holder`), a reap and
-    /// the heartbeat that goes before it every 6 TTLs would have been an
-    /// idle leader's main cost beyond its renewals (issue 10).
+    /// up to 33 TTLs, harmlessly). A leader sends no member heartbeats
+    /// (`Capabilities::lease_vouches_for_holder`), so a shorter period would
+    /// make the reap, and the heartbeat that goes before it, an idle
+    /// leader's main cost beyond its renewals.
     pub reap_period: Duration,
 }
 

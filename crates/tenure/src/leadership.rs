@@ -441,7 +441,8 @@ impl Leadership {
     /// let term = leadership.term() as i64;
     /// leadership
     ///     .fenced(&store, async |tx| {
-    ///         sqlx::query("INSERT INTO ledger (term, entry) VALUES (?, 'nightly')")
+    ///         // `$1` on PostgreSQL and SQLite; MySQL/MariaDB want `?` instead.
+    ///         sqlx::query("INSERT INTO ledger (term, entry) VALUES ($1, 'nightly')")
     ///             .bind(term)
     ///             .execute(tx.connection())
     ///             .await?; // a sqlx::Error becomes tenure::Error::Work

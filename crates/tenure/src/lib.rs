@@ -1,19 +1,19 @@
 //! Leader election for services that already run a database.
 //!
 //! N replicas of a service share one SQLite file, MySQL/MariaDB or PostgreSQL
-//! database, a Redis, or an etcd cluster; tenure makes exactly one of them the
-//! leader of each named election, hands it a fencing token (the
-//! [term](Leadership::term), which strictly increases with every acquisition),
-//! tells everyone when leadership moves, moves it within the lease TTL when a
-//! leader dies, and within milliseconds when a leader steps aside (every store
-//! pushes the release to the followers).
+//! database, a Redis, an etcd cluster or a ZooKeeper ensemble; tenure makes
+//! exactly one of them the leader of each named election, hands it a fencing
+//! token (the [term](Leadership::term), which strictly increases with every
+//! acquisition), tells everyone when leadership moves, moves it within the
+//! lease TTL when a leader dies, and within milliseconds when a leader steps
+//! aside (every store pushes the release to the followers).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
 //! use std::time::Duration;
 //! use tenure::{store, Elector, Event};
 //!
-//! // Any store URL: sqlite://tenure.db, postgres://..., mysql://..., redis://..., etcd://...
+//! // Any store URL: sqlite://tenure.db, postgres://..., mysql://..., redis://..., etcd://..., zk://...
 //! let store = store::connect("memory://", &store::StoreOptions::default()).await?;
 //! let elector = Elector::builder(store.clone())
 //!     .election("billing-cron")
@@ -51,18 +51,22 @@
 //!
 //! # Stores
 //!
-//! | store | URL | feature | push wake-up | fenced writes | min TTL | expiry judged by |
-//! |---|---|---|---|---|---|---|
-//! | SQLite | `sqlite://FILE` | `sqlite` (default) | a watch of the file (every 10 ms) | transactions: [`Leadership::fenced`], [`SqlStore::fenced`](store::sql::SqlStore::fenced) | 100 ms | the host's clock, in the statement |
-//! | MySQL 8 / MariaDB 10.5+ | `mysql://`, `mariadb://` | `mysql` | named locks (`GET_LOCK`) | transactions, as SQLite | 100 ms | the server's clock |
-//! | PostgreSQL 12+ | `postgres://`, `postgresql://` | `postgres` | `LISTEN`/`NOTIFY` | transactions, as SQLite | 100 ms | the server's clock |
-//! | Redis 5+ | `redis://`, `rediss://` | `redis` | pub/sub | `SET`/`HSET`/`XADD`/`DEL` in the checking script: [`RedisStore::fenced`][redis-fenced] | 100 ms | the server's `TIME` |
-//! | etcd 3.4+ | `etcd://h1:2379,h2:2379` | `etcd` | watch | your ops in the comparing `Txn`: [`EtcdStore::fenced_txn`][etcd-fenced] | 1 s (whole seconds) | etcd's lease expiry |
-//! | memory | `memory://` | always | in-process | none | 100 ms | the process (tests only) |
+//! This is the one table of stores; the repository's `docs/stores.md` has
+//! URL parameters and TLS, and each store's module its details.
 //!
-//! Terms are dense (+1 per acquisition) everywhere but etcd, where they are
-//! cluster revisions: strictly increasing, with gaps. On Redis the term
-//! survives a restart only with persistence (AOF or RDB).
+//! | store | URL | feature | how followers wake | expiry judged by | min TTL | terms | fenced writes |
+//! |---|---|---|---|---|---|---|---|
+//! | SQLite | `sqlite://FILE` | `sqlite` (default) | file events: inotify (through `notify`) on the database file and its WAL; a `stat` every 200 ms, every 10 ms where the files cannot be watched | the host's clock, in the statement | 100 ms | dense (+1) | transactions: [`Leadership::fenced`], [`SqlStore::fenced`](store::sql::SqlStore::fenced) |
+//! | MySQL 8 / MariaDB 10.5+ | `mysql://`, `mariadb://` | `mysql` | named locks: followers wait in `GET_LOCK` on the leader's lock, freed by a release; a new leader rings the watchers of a free election (`KILL QUERY` of their sleep) | the server's clock | 100 ms | dense (+1) | transactions, as SQLite |
+//! | PostgreSQL 12+ | `postgres://`, `postgresql://` | `postgres` | `LISTEN`/`NOTIFY` | the server's clock | 100 ms | dense (+1) | transactions, as SQLite |
+//! | Redis 5+ | `redis://`, `rediss://` | `redis` | pub/sub | the server's `TIME`, in a Lua script | 100 ms | dense (+1); survive a restart only with persistence (AOF or RDB) | `SET`/`HSET`/`XADD`/`DEL` in the checking script: [`RedisStore::fenced`][redis-fenced] |
+//! | etcd 3.4+ | `etcd://h1:2379,h2:2379`, `etcds://` | `etcd` | the watch of the key prefix | etcd's lease expiry (revoked in a 500 ms sweep) | 1 s (whole seconds, rounded up) | etcd revisions: strictly increasing, with gaps | your ops in the comparing `Txn`: [`EtcdStore::fenced_txn`][etcd-fenced] |
+//! | ZooKeeper 3.6+ | `zk://h1:2181,h2:2181/chroot` | `zookeeper` | a persistent watch per election | session expiry (session timeout = TTL) and `mtime` + TTL, by the ZooKeeper leader's clock | any, up to the servers' `maxSessionTimeout` | dense (+1): the version of a counter znode | none: hand the term on |
+//! | memory | `memory://` | always | in-process | the process (tests only) | 100 ms | dense (+1) | none |
+//!
+//! Push is a wake-up only: the conditional write still decides who leads,
+//! and a follower still reads when the lease it saw would expire. Where a
+//! push channel is down, followers read every tenth of a TTL.
 //!
 //! # Choosing a TTL
 //!
@@ -97,8 +101,12 @@
 //! let term = leadership.term() as i64;
 //! leadership
 //!     .fenced(&store, async |tx| {
-//!         let sql = format!("INSERT INTO ledger (term, entry) VALUES ({term}, 'nightly')");
-//!         sqlx::query(&sql).execute(tx.connection()).await?;
+//!         // Placeholders as the database wants them: `$1` on PostgreSQL and
+//!         // SQLite, `?` on MySQL/MariaDB (and SQLite).
+//!         sqlx::query("INSERT INTO ledger (term, entry) VALUES ($1, 'nightly')")
+//!             .bind(term)
+//!             .execute(tx.connection())
+//!             .await?;
 //!         Ok(())
 //!     })
 //!     .await?; // Err(NotLeader) once a successor holds the lease: nothing written
@@ -126,7 +134,7 @@
 //! subscriber to work ([`Event`]s carry what an application acts on).
 //! Targets are module paths: `tenure::campaign` and `tenure::elector` for
 //! the elector's decisions, `tenure::store::sql::*`, `tenure::store::redis::*`,
-//! `tenure::store::etcd::*` for the stores. Levels: `info` for leadership
+//! `tenure::store::etcd::*`, `tenure::store::zookeeper::*` for the stores. Levels: `info` for leadership
 //! gained, handed over or stepped down and for a store reachable again;
 //! `warn` for leadership lost and for failing store calls; `debug` for store
 //! details (notifications, history rows, reconnects). Nothing is logged per

@@ -390,8 +390,8 @@ async fn resign_is_prompt(w: &World, e: &Elector, what: &str) {
 }
 
 /// The preemption check after a renewal reads the members; when that read
-/// hangs, a resign must not wait for it (Defect 7 of issue 9: checks run
-/// inline delayed a resign by up to the check's timeout, ttl/4 of real time).
+/// hangs, a resign must not wait for it (a check run inline would delay a
+/// resign by up to the check's timeout, ttl/4 of real time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_preemption_check_does_not_delay_resign() {
     let w = World::new();
@@ -401,8 +401,8 @@ async fn a_slow_preemption_check_does_not_delay_resign() {
 
 /// The leader reaps lapsed members every 30 TTLs (after refreshing its own
 /// registration); when that hangs, a resign right after it started must not
-/// wait for it (Defect 7 of issue 9: a reap run inline delayed a resign by
-/// up to ttl/2 of real time).
+/// wait for it (a reap run inline would delay a resign by up to ttl/2 of
+/// real time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reap_does_not_delay_resign() {
     let w = World::new();
@@ -432,7 +432,7 @@ async fn a_slow_reap_does_not_delay_resign() {
 }
 
 /// Work that returns (here: fails) gives the lease up: the leader resigns and
-/// a follower takes over within a poll, not after the TTL (issue 11, 5).
+/// a follower takes over within a poll, not after the TTL.
 #[tokio::test]
 async fn run_resigns_when_the_work_returns_or_fails() {
     let w = World::new();
@@ -463,8 +463,7 @@ async fn run_resigns_when_the_work_returns_or_fails() {
 }
 
 /// A clone of the elector, held by a "signal handler", stops `run_until`:
-/// the work is cancelled, the lease released and the elector shut down
-/// (issue 11, 6 and the run variant).
+/// the work is cancelled, the lease released and the elector shut down.
 #[tokio::test]
 async fn run_until_stops_at_the_signal_shuts_down_and_releases() {
     let w = World::new();
@@ -515,8 +514,7 @@ async fn run_until_stops_at_the_signal_shuts_down_and_releases() {
 }
 
 /// Hooks and the event stream say when this candidate starts and stops
-/// leading, why it stopped, and who leads, without a tracing subscriber
-/// (issue 11, 4).
+/// leading, why it stopped, and who leads, without a tracing subscriber.
 #[tokio::test]
 async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
     use std::sync::Mutex;
@@ -626,7 +624,7 @@ async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
     );
 }
 
-/// Issue 10: an idle leader sends its renewals and nothing else for 29 TTLs
+/// An idle leader sends its renewals and nothing else for 29 TTLs
 /// (no member heartbeat: holding the lease proves it alive, and the store
 /// counts the lease's holder as a live member), stays a live, fresh member
 /// to every reader, and its rare reap (every 30 TTLs, after refreshing its

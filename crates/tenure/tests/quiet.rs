@@ -228,7 +228,7 @@ async fn etcd_follower_is_quiet() {
     follower_reads_only_at_expiry("etcd", etcd.url(), StoreOptions::default()).await;
 }
 
-/// Issue 10: an idle leader (ttl 1 s) sends nothing but its renewals for
+/// An idle leader (ttl 1 s) sends nothing but its renewals for
 /// eight TTLs once it has registered (no member heartbeat: holding the lease
 /// proves it alive; no reap: every 30 TTLs), and every member reader (a
 /// second store, as another process would read: `members`, `members_of`,
@@ -1821,7 +1821,8 @@ async fn redis_follower_with_push_down_heartbeats_at_its_pace() {
 
 /// MySQL/MariaDB: a graceful release soon after a crash takeover goes to the
 /// designated successor at once, not to another follower after the
-/// succession grace (issue 10's graceful tail: 256 ms = the 250 ms grace).
+/// succession grace (which would show as a 256 ms hand-over: the 250 ms
+/// grace plus a takeover).
 /// While a crashed leader's lease runs out, nobody holds its named lock, so
 /// each follower's lock waiter is granted at once, again and again, and
 /// paused ever longer between tries (10 ms doubling to a TTL). The new
@@ -1922,13 +1923,13 @@ async fn mariadb_release_after_a_crash_takeover_goes_to_the_successor() {
 /// MySQL/MariaDB: a resign request reaches a new leader whose doorbell the
 /// previous leader's process still held when it took over. A process that
 /// exits (or crashes) with its bell connection asleep in `SLEEP(600)` keeps
-/// the bell until the server notices the dead client (seconds); the new
-/// leader's bell task found it taken and asked again every second, a
-/// request meanwhile rang the dead connection, and the leader heard of it
-/// only at its next renewal (issue 10's resign tail: 400-650 ms at ttl 2 s;
-/// here ttl 30 s, so a renew period of 10 s). Now the new leader interrupts
-/// the stale holder's sleep itself (the server then drops the dead client),
-/// waits for the bell, and reads once when it gets it late.
+/// the bell until the server notices the dead client (seconds). Were the new
+/// leader's bell task to ask again every second, a request meanwhile would
+/// ring the dead connection and the leader would hear of it only at its
+/// next renewal (400-650 ms at ttl 2 s; here ttl 30 s, so a renew period of
+/// 10 s). So the new leader interrupts the stale holder's sleep itself (the
+/// server then drops the dead client), waits for the bell, and reads once
+/// when it gets it late.
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_resign_reaches_a_leader_whose_bell_was_held() {

@@ -203,7 +203,7 @@ impl Job<'_> {
         self.pid
     }
 
-    /// Whether the job runs in a cgroup of its own (see README).
+    /// Whether the job runs in a cgroup of its own (see docs/cli.md).
     pub fn in_cgroup(&self) -> bool {
         self.cgroup.is_some()
     }

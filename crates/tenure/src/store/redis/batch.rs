@@ -49,8 +49,8 @@ pub(super) struct Reaps(pub(super) Caller);
 /// call blocks every other client of the server while it runs: ~20 µs a key
 /// (`SLOWLOG`, Redis 7.0 here: 1,000 renewals or heartbeats 16-24 ms, 500
 /// about half). 500 keeps a stall near 10 ms, at the price of two calls per
-/// instant for a process with 1,000 elections (issue 10 asks for one; a
-/// shared Redis's other clients matter more).
+/// instant for a process with 1,000 elections (one would do, but a shared
+/// Redis's other clients matter more).
 const CHUNK: usize = 500;
 
 impl Statement for Renewals {

@@ -1,38 +1,4 @@
-//! The Redis store (`redis://`, `rediss://`): each operation is one Lua script,
-//! so every decision is atomic on the server and judged by the server's `TIME`.
-//!
-//! # Keys
-//!
-//! With the default prefix `tenure_` and election `default/cron`, the election's
-//! index member is `7:default:cron` (the namespace is length-prefixed so names
-//! may contain `:`), and the store keeps:
-//!
-//! | key | type | holds |
-//! |---|---|---|
-//! | `tenure_lease:7:default:cron` | hash | holder, term, expiry (server µs), hand-over |
-//! | `tenure_history:7:default:cron` | hash | term → JSON of the term's start and end |
-//! | `tenure_members:7:default:cron` | hash | holder id → JSON registration |
-//! | `tenure_index` | set | every election's index member, for `list` |
-//! | `tenure_run:7:default:4:cron:<name>` | hash, Redis TTL `keep` | one run record: value, version, when written (server µs) |
-//! | `tenure_runs:7:default:cron` | sorted set, Redis TTL the longest `keep` | run record name → when written, for listing them |
-//!
-//! and publishes the index member on `tenure_changes` when a lease is acquired,
-//! released or handed over. Run records (`runs.rs`) are the only keys with a
-//! Redis TTL: a record is meant to be forgotten once kept long enough.
-//!
-//! The lease hash never gets a Redis TTL: expiry is a field compared with `TIME`
-//! inside the scripts, so the term survives the lease's expiry, and with
-//! persistence (AOF or RDB) a restart of the server. A replicated Redis
-//! (replicas, Sentinel) can lose the last writes on a failover, and with
-//! them a lease: see `docs/redis.md` in the repository for what it can and
-//! cannot promise.
-//!
-//! # URLs
-//!
-//! `redis://[:password@]host[:port][/db]`, `rediss://...` for TLS. With TLS,
-//! `?cacert=/path/ca.pem` trusts that CA instead of the system roots, and
-//! `&cert=/path/client.pem&key=/path/client.key` presents a client certificate
-//! (redis-cli's `--cacert`, `--cert` and `--key`).
+#![doc = include_str!("docs.md")]
 
 mod batch;
 mod client;

@@ -9,9 +9,9 @@
 //! renewal changes none of those, so it wakes nobody.
 //!
 //! File events rather than `PRAGMA data_version`: they need no connection of
-//! their own and no statement, and they see the same commits. They replaced
-//! a 10 ms `stat` poll, which cost a request two such waits (request → the
-//! leader, hand-over → the successor): up to 20 ms of a resign's 20 ms goal.
+//! their own and no statement, and they see the same commits. A 10 ms
+//! `stat` poll alone would cost a request two such waits (request → the
+//! leader, hand-over → the successor): up to 20 ms on every resign.
 //!
 //! A wake-up signal only: followers still read the lease themselves, and
 //! read when it would expire.
