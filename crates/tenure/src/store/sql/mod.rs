@@ -28,9 +28,9 @@
 //! | `schema.rs` | tables, schema versions and upgrades |
 //! | `errors.rs` | database errors as [`crate::Error`]s that name the fix |
 //! | `tls.rs` | TLS parameters of MySQL/MariaDB and PostgreSQL URLs |
-//! | `postgres/` | PostgreSQL: LISTEN/NOTIFY wake-ups |
-//! | `mysql/` | MySQL/MariaDB: named-lock wake-ups, doorbells, MariaDB's one-statement heartbeat |
-//! | `sqlite/` | SQLite: wake-ups from file events |
+//! | [`postgres`] | PostgreSQL: its URLs, TLS and LISTEN/NOTIFY wake-ups |
+//! | [`mysql`] | MySQL/MariaDB: its URLs, TLS, named-lock wake-ups, doorbells, MariaDB's one-statement heartbeat |
+//! | [`sqlite`] | SQLite: its URLs and wake-ups from file events |
 
 mod after;
 mod batch;
@@ -42,15 +42,18 @@ mod fenced;
 mod heartbeats;
 mod kept;
 #[cfg(feature = "mysql")]
-mod mysql;
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub mod mysql;
 #[cfg(feature = "postgres")]
-mod postgres;
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 mod reaps;
 mod run_statements;
 mod runs;
 mod schema;
 #[cfg(feature = "sqlite")]
-mod sqlite;
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub mod sqlite;
 mod statements;
 mod store;
 #[cfg(feature = "tls")]
