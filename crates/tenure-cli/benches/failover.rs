@@ -25,7 +25,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tenure::store::{DynStore, ElectionKey, LeaseRecord, StoreOptions};
+use tenure::store::{DynStore, ElectionKey, LeaseRecord, LeaseStoreExt, StoreOptions};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 

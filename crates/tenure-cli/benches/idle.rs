@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx::{Connection, Row};
-use tenure::store::{redact_url, DynStore, ElectionKey, StoreOptions};
+use tenure::store::{redact_url, DynStore, ElectionKey, LeaseStoreExt, StoreOptions};
 use tenure::Elector;
 
 const NAMESPACE: &str = "idle-bench";

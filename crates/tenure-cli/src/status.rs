@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tenure::http::ElectionView;
-use tenure::store::{HistoryRecord, LeaseRecord, MemberRecord, RunRecord};
+use tenure::store::{HistoryRecord, LeaseRecord, LeaseStoreExt, MemberRecord, RunRecord};
 
 use crate::args::StatusArgs;
 use crate::failure::Failure;

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{tenure, text};
+use tenure::store::LeaseStoreExt;
 use tenure::testing::servers;
 
 fn assert_fails(args: &[&str], code: i32, needles: &[&str]) {

@@ -23,7 +23,7 @@ fn bin() -> String {
 }
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use tenure::store::{DynStore, ElectionKey, StoreOptions};
+use tenure::store::{DynStore, ElectionKey, LeaseStoreExt, StoreOptions};
 use tenure::testing::servers;
 
 /// Tests whose assertions are latencies of a few milliseconds run one at a

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{spawn_tenure, store_url, tenure, text, wait_until};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tenure::store::{ElectionKey, StoreOptions};
+use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
 
 /// Traps SIGTERM, then keeps beating for 200 ms (inside the 500 ms kill
 /// grace) and exits 0, saying so: a job that got its grace leaves

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{alive, spawn_tenure, tenure, text, wait_until, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tenure::store::{ElectionKey, StoreOptions};
+use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
 use tenure::testing::servers;
 
 fn sqlite_url(dir: &Path) -> String {

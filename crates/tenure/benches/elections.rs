@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::Row;
 use tenure::store::sql::SqlStore;
-use tenure::store::{DynStore, StoreOptions};
+use tenure::store::{DynStore, LeaseStoreExt, StoreOptions};
 use tenure::testing::{servers, Instrumented};
 use tenure::Elector;
 

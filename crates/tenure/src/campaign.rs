@@ -16,8 +16,8 @@ use crate::error::{Error, Result};
 use crate::events::StopReason;
 use crate::leadership::{Shared, State};
 use crate::store::{
-    changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord, Member,
-    MemberRecord, Tenure, Woken,
+    changed, Acquire, Changes, Claim, DynStore, Handover, HandoverReason, LeaseRecord,
+    LeaseStoreExt, Member, MemberRecord, Tenure, Woken,
 };
 
 /// Requests from the [`Elector`](crate::Elector) handle.

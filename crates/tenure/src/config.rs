@@ -183,7 +183,7 @@ pub(crate) struct Timing {
     /// How often a follower without push re-reads a held lease (jittered).
     pub poll_period: Duration,
     /// How often a follower re-reads while the store's push channel is down
-    /// (`LeaseStore::push_health`): a tenth of a TTL, at least the poll
+    /// (`Wakeups::push_health`): a tenth of a TTL, at least the poll
     /// period, so a release is still noticed well before the lease would
     /// expire without polling every few milliseconds.
     pub push_down_poll: Duration,

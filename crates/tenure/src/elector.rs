@@ -14,7 +14,7 @@ use crate::config::{Config, Request};
 use crate::error::{Error, Result};
 use crate::events::{Event, Events, Hooks};
 use crate::leadership::{Leadership, Shared, State};
-use crate::store::{DynStore, ElectionKey, LeaseStore};
+use crate::store::{DynStore, ElectionKey, LeaseStore, LeaseStoreExt};
 
 /// How long `shutdown()` waits for the store's queued bookkeeping.
 const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);

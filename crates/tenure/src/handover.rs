@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::store::{DynStore, ElectionKey, Handover, HandoverReason, LeaseRecord};
+use crate::store::{DynStore, ElectionKey, Handover, HandoverReason, LeaseRecord, LeaseStoreExt};
 
 /// Asks whoever leads `key` to step down; the next candidate takes over as
 /// soon as it has. Errors with [`Error::NoLeader`] if nobody leads.

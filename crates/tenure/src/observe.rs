@@ -11,14 +11,14 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::store::{AcquisitionWatch, DynStore, ElectionKey, LeaseRecord};
+use crate::store::{AcquisitionWatch, DynStore, ElectionKey, LeaseRecord, LeaseStoreExt};
 
 /// How often an observer re-reads when the store pushes changes and no lease
 /// is due to expire sooner: only to recover from a lost notification.
 const PUSH_FALLBACK_POLL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often an observer re-reads while the store's push channel is down
-/// ([`LeaseStore::push_health`](crate::store::LeaseStore::push_health)).
+/// ([`Wakeups::push_health`](crate::store::Wakeups::push_health)).
 const PUSH_DOWN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Which elections to observe.
@@ -195,7 +195,7 @@ async fn run(
     let acquisitions_pushed = changes.is_some() && store.capabilities().push_acquisitions;
     // Where acquisitions are not pushed to everyone, the free elections
     // this observer asked the store to ring it for
-    // ([`LeaseStore::watch_acquisitions`](crate::store::LeaseStore::watch_acquisitions)).
+    // ([`Wakeups::watch_acquisitions`](crate::store::Wakeups::watch_acquisitions)).
     let mut watches: HashMap<ElectionKey, AcquisitionWatch> = HashMap::new();
     /// How often a corrupt lease ([`Error::Corrupt`](crate::Error::Corrupt)) is read again.
     const CORRUPT_RETRY: Duration = Duration::from_secs(10);

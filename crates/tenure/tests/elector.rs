@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure::clock::{Clock, ManualClock};
-use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore};
+use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, LeaseStoreExt};
 use tenure::testing::Op;
 use tenure::{Elector, State};
 
@@ -935,4 +935,94 @@ async fn run_lets_the_work_finish_within_its_grace_before_handing_over() {
     assert_eq!(rec.holder, None);
     runner.abort();
     a.shutdown().await.unwrap();
+}
+
+/// A store that offers only the lease: no member list, no history, no
+/// wake-ups.
+#[derive(Debug)]
+struct LeaseOnly(tenure::store::DynStore);
+
+#[async_trait::async_trait]
+impl LeaseStore for LeaseOnly {
+    fn capabilities(&self) -> tenure::store::Capabilities {
+        let mut c = tenure::store::Capabilities::default();
+        c.min_ttl = self.0.capabilities().min_ttl;
+        c
+    }
+    fn describe(&self) -> String {
+        format!("lease only over {}", self.0.describe())
+    }
+    async fn try_acquire(&self, claim: &Claim) -> tenure::Result<Acquire> {
+        self.0.try_acquire(claim).await
+    }
+    async fn renew(&self, tenure: &tenure::store::Tenure, ttl: Duration) -> tenure::Result<bool> {
+        self.0.renew(tenure, ttl).await
+    }
+    async fn release(&self, tenure: &tenure::store::Tenure) -> tenure::Result<bool> {
+        self.0.release(tenure).await
+    }
+    async fn read(&self, key: &ElectionKey) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.0.read(key).await
+    }
+    async fn list(
+        &self,
+        namespace: Option<&str>,
+    ) -> tenure::Result<Vec<tenure::store::LeaseRecord>> {
+        self.0.list(namespace).await
+    }
+    async fn hand_over(
+        &self,
+        tenure: &tenure::store::Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: tenure::store::HandoverReason,
+    ) -> tenure::Result<bool> {
+        self.0.hand_over(tenure, to, window, reason).await
+    }
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: tenure::store::HandoverReason,
+    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.0.request_handover(key, to, window, reason).await
+    }
+}
+
+/// An elector over a store without the optional parts still elects one
+/// leader and hands over when it shuts down; the calls of the missing parts
+/// do without them instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_only_the_lease_still_elects_and_hands_over() {
+    let memory: tenure::store::DynStore = Arc::new(tenure::store::memory::MemoryStore::new());
+    let store: tenure::store::DynStore = Arc::new(LeaseOnly(memory));
+    assert!(store.membership().is_none() && store.history_log().is_none());
+    assert!(store.wakeups().is_none() && store.subscribe().is_none());
+    assert_eq!(store.push_health(), tenure::store::PushHealth::NotOffered);
+    let build = |id: &str| {
+        Elector::builder(store.clone())
+            .election("lease-only")
+            .identity(id)
+            .ttl(Duration::from_secs(1))
+            .poll_period(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    };
+    let a = build("a");
+    let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .expect("a leads within 5 s")
+        .unwrap();
+    let b = build("b");
+    let k = ElectionKey::new("default", "lease-only");
+    assert!(store.members(&k).await.unwrap().is_empty());
+    a.shutdown().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), b.acquired())
+        .await
+        .expect("b takes over within 5 s of a's shutdown")
+        .unwrap();
+    assert!(second.term() > first.term());
+    assert!(store.history(&k, 10).await.unwrap().is_empty());
+    b.shutdown().await.unwrap();
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tenure::store::sql::{sqlx, SqlStore};
-use tenure::store::{ElectionKey, EndReason, StoreOptions};
+use tenure::store::{ElectionKey, EndReason, LeaseStoreExt, StoreOptions};
 
 #[allow(dead_code)]
 #[path = "../examples/fenced_worker.rs"]

@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+use tenure::store::LeaseStoreExt;
 
 use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
-use tenure::store::LeaseStore;
+
 mod http_get;
 use http_get::get;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
-use tenure::store::{DynStore, LeaseStore, StoreOptions};
+use tenure::store::{DynStore, LeaseStore, LeaseStoreExt, StoreOptions};
 use tenure::testing::{servers, Instrumented, Op};
 use tenure::Elector;
 
@@ -878,55 +878,40 @@ impl LeaseStore for SilentPush {
         c.push_expiry = true;
         c
     }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
     async fn try_acquire(
         &self,
         claim: &tenure::store::Claim,
     ) -> tenure::Result<tenure::store::Acquire> {
         self.inner.try_acquire(claim).await
     }
+
     async fn renew(&self, tenure: &tenure::store::Tenure, ttl: Duration) -> tenure::Result<bool> {
         self.inner.renew(tenure, ttl).await
     }
+
     async fn release(&self, tenure: &tenure::store::Tenure) -> tenure::Result<bool> {
         self.inner.release(tenure).await
     }
+
     async fn read(
         &self,
         key: &tenure::store::ElectionKey,
     ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
         self.inner.read(key).await
     }
+
     async fn list(
         &self,
         namespace: Option<&str>,
     ) -> tenure::Result<Vec<tenure::store::LeaseRecord>> {
         self.inner.list(namespace).await
     }
-    async fn heartbeat(&self, member: &tenure::store::Member, ttl: Duration) -> tenure::Result<()> {
-        self.inner.heartbeat(member, ttl).await
-    }
-    async fn heartbeat_and_read(
-        &self,
-        member: &tenure::store::Member,
-        ttl: Duration,
-    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
-        self.inner.heartbeat_and_read(member, ttl).await
-    }
-    async fn leave(&self, key: &tenure::store::ElectionKey, holder: &str) -> tenure::Result<bool> {
-        self.inner.leave(key, holder).await
-    }
-    async fn members(
-        &self,
-        key: &tenure::store::ElectionKey,
-    ) -> tenure::Result<Vec<tenure::store::MemberRecord>> {
-        self.inner.members(key).await
-    }
-    async fn reap(&self, key: &tenure::store::ElectionKey) -> tenure::Result<u64> {
-        self.inner.reap(key).await
-    }
+
     async fn hand_over(
         &self,
         tenure: &tenure::store::Tenure,
@@ -936,6 +921,7 @@ impl LeaseStore for SilentPush {
     ) -> tenure::Result<bool> {
         self.inner.hand_over(tenure, to, window, reason).await
     }
+
     async fn request_handover(
         &self,
         key: &tenure::store::ElectionKey,
@@ -945,6 +931,56 @@ impl LeaseStore for SilentPush {
     ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
         self.inner.request_handover(key, to, window, reason).await
     }
+
+    fn run_records(&self) -> Option<&dyn tenure::store::RunRecords> {
+        self.inner.run_records()
+    }
+
+    fn membership(&self) -> Option<&dyn tenure::store::Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn tenure::store::History> {
+        Some(self)
+    }
+
+    fn wakeups(&self) -> Option<&dyn tenure::store::Wakeups> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl tenure::store::Membership for SilentPush {
+    async fn heartbeat(&self, member: &tenure::store::Member, ttl: Duration) -> tenure::Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &tenure::store::Member,
+        ttl: Duration,
+    ) -> tenure::Result<Option<tenure::store::LeaseRecord>> {
+        self.inner.heartbeat_and_read(member, ttl).await
+    }
+
+    async fn leave(&self, key: &tenure::store::ElectionKey, holder: &str) -> tenure::Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+
+    async fn members(
+        &self,
+        key: &tenure::store::ElectionKey,
+    ) -> tenure::Result<Vec<tenure::store::MemberRecord>> {
+        self.inner.members(key).await
+    }
+
+    async fn reap(&self, key: &tenure::store::ElectionKey) -> tenure::Result<u64> {
+        self.inner.reap(key).await
+    }
+}
+
+#[async_trait::async_trait]
+impl tenure::store::History for SilentPush {
     async fn history(
         &self,
         key: &tenure::store::ElectionKey,
@@ -952,14 +988,21 @@ impl LeaseStore for SilentPush {
     ) -> tenure::Result<Vec<tenure::store::HistoryRecord>> {
         self.inner.history(key, limit).await
     }
+}
+
+impl tenure::store::Wakeups for SilentPush {
     fn subscribe(&self) -> Option<tenure::store::Changes> {
         Some(self._never.subscribe())
     }
-    fn run_records(&self) -> Option<&dyn tenure::store::RunRecords> {
-        self.inner.run_records()
-    }
+
     fn push_activity(&self) -> Option<u64> {
         Some(self.activity.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    fn push_health(&self) -> tenure::store::PushHealth {
+        tenure::store::PushHealth::Unreported {
+            channel: "push".to_owned(),
+        }
     }
 }
 

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use tenure::store::{connect, Acquire, Claim, DynStore, ElectionKey, StoreOptions, Tenure};
+use tenure::store::{
+    connect, Acquire, Claim, DynStore, ElectionKey, LeaseStoreExt, StoreOptions, Tenure,
+};
 use tenure::testing::servers;
 use tenure::Error;
 use tenure_testsupport::servers::{Kind, Server, ServerOptions};

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use tenure::store::sql::SqlStore;
-use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, StoreOptions, Tenure};
+use tenure::store::{
+    Acquire, Claim, ElectionKey, Handover, LeaseStore, LeaseStoreExt, StoreOptions, Tenure,
+};
 use tenure::testing::servers;
 
 const N: usize = 40;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure::store::memory::MemoryStore;
-use tenure::store::LeaseStore;
+use tenure::store::{LeaseStore, LeaseStoreExt};
 use tenure::Elector;
 
 mod world;

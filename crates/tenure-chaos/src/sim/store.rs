@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure::store::{History, LeaseStoreExt, Membership};
 
 use async_trait::async_trait;
 use tenure::store::memory::MemoryStore;
@@ -245,6 +246,41 @@ impl LeaseStore for FaultyStore {
             .await
     }
 
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        let (tenure, to) = (tenure.clone(), to.clone());
+        self.call(move |s| async move { s.hand_over(&tenure, &to, window, reason).await })
+            .await
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        let (key, to) = (key.clone(), to.clone());
+        self.call(move |s| async move { s.request_handover(&key, &to, window, reason).await })
+            .await
+    }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for FaultyStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         let member = member.clone();
         self.call(move |s| async move { s.heartbeat(&member, ttl).await })
@@ -277,31 +313,10 @@ impl LeaseStore for FaultyStore {
         let key = key.clone();
         self.call(move |s| async move { s.reap(&key).await }).await
     }
+}
 
-    async fn hand_over(
-        &self,
-        tenure: &Tenure,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<bool> {
-        let (tenure, to) = (tenure.clone(), to.clone());
-        self.call(move |s| async move { s.hand_over(&tenure, &to, window, reason).await })
-            .await
-    }
-
-    async fn request_handover(
-        &self,
-        key: &ElectionKey,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<Option<LeaseRecord>> {
-        let (key, to) = (key.clone(), to.clone());
-        self.call(move |s| async move { s.request_handover(&key, &to, window, reason).await })
-            .await
-    }
-
+#[async_trait]
+impl History for FaultyStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         let key = key.clone();
         self.call(move |s| async move { s.history(&key, limit).await })

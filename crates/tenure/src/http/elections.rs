@@ -13,7 +13,7 @@ use axum::Json;
 use super::error::{ApiError, UNREACHABLE};
 use super::view::ElectionView;
 use super::{Shared, State};
-use crate::store::{identity_of, ElectionKey};
+use crate::store::{identity_of, ElectionKey, LeaseStoreExt};
 
 /// What the store said last, for answers while it cannot be read.
 #[derive(Debug, Default)]

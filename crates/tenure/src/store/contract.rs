@@ -1,5 +1,5 @@
-//! The storage contract: [`LeaseStore`], what a store can do
-//! ([`Capabilities`]), and the member reads built on it.
+//! The storage contract: the lease ([`LeaseStore`]), the parts a store may
+//! offer beside it, and what a store can do ([`Capabilities`]).
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -7,13 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::parts::{History, Membership, Wakeups};
 use super::reason::{Handover, HandoverReason};
-use super::record::{
-    Acquire, Claim, ElectionKey, HistoryRecord, LeaseRecord, Member, MemberRecord, Tenure,
-};
+use super::record::{Acquire, Claim, ElectionKey, LeaseRecord, Tenure};
 use super::runs::RunRecords;
-use super::util::push_health::PushHealth;
-use super::wake::{AcquisitionWatch, Changes};
 use crate::error::Result;
 
 /// What a store can do, in the manner of opendal's `Capability`.
@@ -25,7 +22,7 @@ pub struct Capabilities {
     /// Acquisitions of a free election are pushed too, so an observer need
     /// not poll elections nobody holds. MySQL/MariaDB's named locks signal
     /// only a leader letting go; there an observer asks for the acquisitions
-    /// of the free elections it watches ([`LeaseStore::watch_acquisitions`]).
+    /// of the free elections it watches ([`Wakeups::watch_acquisitions`](crate::store::Wakeups::watch_acquisitions)).
     pub push_acquisitions: bool,
     /// Work can be committed in a transaction fenced by the lease (SQL stores).
     pub fenced_transactions: bool,
@@ -38,9 +35,9 @@ pub struct Capabilities {
     /// refuses shorter TTLs for such a store and rounds others up to its
     /// lease granularity (which only makes failover slower, never unsafe).
     pub min_ttl: Duration,
-    /// [`LeaseStore::list_members`] answers in one request (the SQL stores);
+    /// [`Membership::list_members`](crate::store::Membership::list_members) answers in one request (the SQL stores);
     /// otherwise it reads each election's members, and a caller that has
-    /// the elections already reads them itself ([`members_of`]).
+    /// the elections already reads them itself ([`members_of`](crate::store::members_of)).
     pub list_members: bool,
     /// Terms increase strictly but may skip numbers (etcd: they are cluster
     /// revisions). When false, each acquisition's term is exactly the
@@ -51,28 +48,39 @@ pub struct Capabilities {
     /// deletes at expiry, and a tenure abandoned by a live process is deleted
     /// by that process's sweeper; the watch sees both). A follower then
     /// needs no read at the lease's expiry: it waits for the push, and reads
-    /// only when [`LeaseStore::push_activity`] shows the push channel silent
+    /// only when [`Wakeups::push_activity`](crate::store::Wakeups::push_activity) shows the push channel silent
     /// for a TTL. Never a safety matter: acquisitions are the same
     /// compare-and-set either way.
     pub push_expiry: bool,
-    /// [`LeaseStore::members`] and [`LeaseStore::list_members`] count the
+    /// [`Membership::members`](crate::store::Membership::members) and [`Membership::list_members`](crate::store::Membership::list_members) count the
     /// holder of the election's unexpired lease as a live member heard from
     /// at its last renewal, whatever its own registration says (see
-    /// [`MemberRecord`]): holding the lease proves it alive, so a leader
+    /// [`MemberRecord`](crate::store::MemberRecord)): holding the lease proves it alive, so a leader
     /// sends no member heartbeats while it leads, only its renewals. Where
     /// false (etcd, ZooKeeper: their registrations live on their own leases
-    /// and sessions) the leader keeps heartbeating. [`LeaseStore::reap`]
+    /// and sessions) the leader keeps heartbeating. [`Membership::reap`](crate::store::Membership::reap)
     /// then never deletes the holder's registration. Never a safety matter:
     /// membership only orders successors.
     pub lease_vouches_for_holder: bool,
 }
 
-/// The storage contract.
+/// The storage contract: the lease itself.
 ///
 /// Every method is one round trip's worth of work and decides with one atomic
 /// conditional write judged by rows matched; expiry is judged by the store's clock
-/// inside that write. Implementations must pass `tenure::testing`'s conformance
-/// suite (feature `conformance`).
+/// inside that write. What else a store keeps is offered as parts, each a
+/// trait of its own that the store returns when it has it: the member list
+/// ([`Membership`]), the term history ([`History`]), pushed wake-ups
+/// ([`Wakeups`]) and run records ([`RunRecords`]). The elector and the CLI
+/// call them through [`LeaseStoreExt`], which does without a part the store
+/// does not offer. Implementations must pass `tenure::testing`'s conformance
+/// suite (feature `conformance`), which checks the lease and every part the
+/// store offers.
+///
+/// [`Membership`]: crate::store::Membership
+/// [`History`]: crate::store::History
+/// [`Wakeups`]: crate::store::Wakeups
+/// [`LeaseStoreExt`]: crate::store::LeaseStoreExt
 #[async_trait]
 pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// What this store supports.
@@ -99,73 +107,6 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// Reads every election, or those of one namespace, ordered by key.
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>>;
 
-    /// Registers `member` or refreshes its heartbeat; the registration lapses
-    /// `ttl` after this call unless refreshed.
-    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()>;
-
-    /// [`heartbeat`](Self::heartbeat) then [`read`](Self::read) of the
-    /// member's election: an idle follower's one regular call, so a waiting
-    /// replica costs one request per lease lifetime. Stores that can do both
-    /// in one request override this (Redis: one script; PostgreSQL and
-    /// MariaDB 10.5 or newer: one statement); MySQL, older MariaDB and SQLite
-    /// send the two statements side by side; etcd (and this default) one
-    /// after the other. Either way, once it returns `Ok` the registration is
-    /// written.
-    async fn heartbeat_and_read(
-        &self,
-        member: &Member,
-        ttl: Duration,
-    ) -> Result<Option<LeaseRecord>> {
-        self.heartbeat(member, ttl).await?;
-        self.read(&member.key).await
-    }
-
-    /// Removes a member's registration. Returns whether there was one.
-    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool>;
-
-    /// Lists an election's members, live and lapsed, best successor first
-    /// (highest priority, then longest-serving). With
-    /// [`Capabilities::lease_vouches_for_holder`] the holder of the
-    /// unexpired lease reads as live (see [`MemberRecord`]).
-    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>>;
-
-    /// [`read`](Self::read) and [`members`](Self::members) of one
-    /// election, as a follower reads them when a push names its election:
-    /// most often a release, after which the designated successor acquires
-    /// at once. The members are `None` if their read failed (the lease's
-    /// did not). The default reads both side by side; the SQL stores read
-    /// them one after the other on one connection, which then takes the
-    /// acquisition too, so the hand-over never waits for a new connection.
-    async fn read_with_members(
-        &self,
-        key: &ElectionKey,
-    ) -> Result<(Option<LeaseRecord>, Option<Vec<MemberRecord>>)> {
-        let (rec, members) = tokio::join!(self.read(key), self.members(key));
-        Ok((rec?, members.ok()))
-    }
-
-    /// The registrations of every election (in `namespace`, or in the
-    /// whole store), each election's members in [`Self::members`]' order:
-    /// what `tenure status` and the HTTP API read for a list of elections
-    /// (through [`members_of`]). The SQL stores answer in one statement
-    /// ([`Capabilities::list_members`]), including members of elections no
-    /// one has acquired yet; the default reads [`Self::list`], then the
-    /// members of each election listed.
-    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
-        let mut all = Vec::new();
-        for r in self.list(namespace).await? {
-            all.extend(self.members(&r.key).await?);
-        }
-        Ok(all)
-    }
-
-    /// Deletes lapsed registrations, except, where
-    /// [`Capabilities::lease_vouches_for_holder`], the one of the unexpired
-    /// lease's holder (a leader sends no heartbeats there). Returns how many; a store that writes
-    /// the reaps of concurrent calls with one statement (the SQL stores)
-    /// returns how many that statement removed, for every call in it.
-    async fn reap(&self, key: &ElectionKey) -> Result<u64>;
-
     /// The leader steps down in favour of `to`: clears the holder like a
     /// release, and for `window` lets only a transfer target acquire. One
     /// conditional write on `tenure`; returns whether it applied.
@@ -188,72 +129,22 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>>;
 
-    /// The most recent terms of an election, newest first.
-    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>>;
-
-    /// Waits until the bookkeeping queued by earlier calls (history, change
-    /// notifications) has been written. Stores that write everything before
-    /// returning need not override it. [`Elector::shutdown`](crate::Elector::shutdown)
-    /// calls it, so that a process exiting right after shutting down does not
-    /// lose the end of its last term.
-    async fn flush(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// Pushed change notifications, for stores that have them
-    /// ([`Capabilities::push`]): each message names an election whose lease was
-    /// acquired, released or handed over; `None` means "anything may have
-    /// changed" (e.g. after the notification link reconnected). Followers and
-    /// observers wake on them instead of waiting for their next poll.
-    fn subscribe(&self) -> Option<Changes> {
+    /// The store's member list, where it keeps one (every store of this
+    /// crate but a wrapper's choice): registrations from which successors
+    /// are chosen. Without it, candidates send no heartbeats and any of
+    /// them may succeed a leader.
+    fn membership(&self) -> Option<&dyn Membership> {
         None
     }
 
-    /// Asks to be woken when `key`, which a read just showed free, is
-    /// acquired, on a store that does not push acquisitions to every
-    /// subscriber ([`Capabilities::push_acquisitions`] is false) but can
-    /// for the elections it is asked about (MySQL/MariaDB: an observer's
-    /// doorbell, which the acquirer rings). While the returned
-    /// [`AcquisitionWatch`](crate::store::AcquisitionWatch) lives, an acquisition of `key` wakes this
-    /// store's [`subscribe`](Self::subscribe)rs, as a pushed change does;
-    /// best effort: a wake-up that does not come (an older acquirer, an
-    /// account not allowed to ring, every doorbell slot taken) leaves the
-    /// caller's slow poll to notice. `None` (the default): not offered.
-    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
-        let _ = key;
+    /// The store's term history, where it keeps one.
+    fn history_log(&self) -> Option<&dyn History> {
         None
     }
 
-    /// A count of everything the push channel has delivered so far,
-    /// including changes that wake nobody (etcd: every renewal rewrites its
-    /// election's state key, and the watch sees it), or `None` if the store
-    /// cannot tell. A follower of a store with [`Capabilities::push_expiry`]
-    /// reads the lease only when this count stood still for a TTL: a
-    /// channel that delivers the leader's renewals is alive, so the lease's
-    /// end will be pushed too.
-    fn push_activity(&self) -> Option<u64> {
-        None
-    }
-
-    /// How this process's push channel to the store stands: followers read
-    /// at a slow period instead of waiting for pushes while it is
-    /// [`PushHealth::Down`], and `tenure status` shows it. The default is
-    /// [`PushHealth::NotOffered`] for a store without
-    /// [`Capabilities::push`] and [`PushHealth::Unreported`] otherwise.
-    fn push_health(&self) -> PushHealth {
-        if self.capabilities().push {
-            PushHealth::Unreported {
-                channel: "push".to_owned(),
-            }
-        } else {
-            PushHealth::NotOffered
-        }
-    }
-
-    /// The concrete store behind a [`DynStore`], for its own API (fenced
-    /// writes, statistics); see `<dyn LeaseStore>::downcast_ref`.
-    /// Stores of this crate return themselves; the default is `None`.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
+    /// The store's pushed wake-ups, where it has them. Without them,
+    /// followers and observers wake only at the times their reads set.
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
         None
     }
 
@@ -262,6 +153,13 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
     /// for jobs that must run once (`tenure run --once`). A wrapper store
     /// forwards its inner store's.
     fn run_records(&self) -> Option<&dyn RunRecords> {
+        None
+    }
+
+    /// The concrete store behind a [`DynStore`], for its own API (fenced
+    /// writes, statistics); see `<dyn LeaseStore>::downcast_ref`.
+    /// Stores of this crate return themselves; the default is `None`.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
 }
@@ -308,52 +206,6 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
         (**self).list(namespace).await
     }
-    fn subscribe(&self) -> Option<Changes> {
-        (**self).subscribe()
-    }
-    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<AcquisitionWatch> {
-        (**self).watch_acquisitions(key)
-    }
-    fn push_activity(&self) -> Option<u64> {
-        (**self).push_activity()
-    }
-    fn push_health(&self) -> PushHealth {
-        (**self).push_health()
-    }
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        (**self).as_any()
-    }
-    fn run_records(&self) -> Option<&dyn RunRecords> {
-        (**self).run_records()
-    }
-    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        (**self).heartbeat(member, ttl).await
-    }
-    async fn heartbeat_and_read(
-        &self,
-        member: &Member,
-        ttl: Duration,
-    ) -> Result<Option<LeaseRecord>> {
-        (**self).heartbeat_and_read(member, ttl).await
-    }
-    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
-        (**self).leave(key, holder).await
-    }
-    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        (**self).members(key).await
-    }
-    async fn read_with_members(
-        &self,
-        key: &ElectionKey,
-    ) -> Result<(Option<LeaseRecord>, Option<Vec<MemberRecord>>)> {
-        (**self).read_with_members(key).await
-    }
-    async fn list_members(&self, namespace: Option<&str>) -> Result<Vec<MemberRecord>> {
-        (**self).list_members(namespace).await
-    }
-    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        (**self).reap(key).await
-    }
     async fn hand_over(
         &self,
         tenure: &Tenure,
@@ -372,59 +224,19 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     ) -> Result<Option<LeaseRecord>> {
         (**self).request_handover(key, to, window, reason).await
     }
-    async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
-        (**self).history(key, limit).await
+    fn membership(&self) -> Option<&dyn Membership> {
+        (**self).membership()
     }
-    async fn flush(&self) -> Result<()> {
-        (**self).flush().await
+    fn history_log(&self) -> Option<&dyn History> {
+        (**self).history_log()
     }
-}
-
-/// The members of each election of `records` (read by
-/// [`LeaseStore::list`] for `namespace`): one request where the store
-/// lists members at once ([`Capabilities::list_members`]) and there is more
-/// than one election, else a [`LeaseStore::members`] read per election.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
-/// let store = tenure::store::connect("memory://", &Default::default()).await?;
-/// let records = store.list(None).await?;
-/// let members = tenure::store::members_of(&*store, &records, None).await?;
-/// assert!(members.is_empty());
-/// # Ok(()) }
-/// ```
-pub async fn members_of(
-    store: &dyn LeaseStore,
-    records: &[LeaseRecord],
-    namespace: Option<&str>,
-) -> Result<std::collections::HashMap<ElectionKey, Vec<MemberRecord>>> {
-    // One election: its own read, not the whole namespace's members.
-    if store.capabilities().list_members && records.len() > 1 {
-        let mut all = members_by_election(store.list_members(namespace).await?);
-        all.retain(|k, _| records.iter().any(|r| &r.key == k));
-        return Ok(all);
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        (**self).wakeups()
     }
-    let mut by = std::collections::HashMap::new();
-    for r in records {
-        by.insert(r.key.clone(), store.members(&r.key).await?);
+    fn run_records(&self) -> Option<&dyn RunRecords> {
+        (**self).run_records()
     }
-    Ok(by)
-}
-
-/// Groups [`LeaseStore::list_members`]' answer by election, keeping each
-/// election's order.
-///
-/// ```
-/// use tenure::store::{members_by_election, ElectionKey};
-///
-/// assert!(members_by_election(Vec::new()).get(&ElectionKey::new("default", "e")).is_none());
-/// ```
-pub fn members_by_election(
-    all: Vec<MemberRecord>,
-) -> std::collections::HashMap<ElectionKey, Vec<MemberRecord>> {
-    let mut by = std::collections::HashMap::<ElectionKey, Vec<MemberRecord>>::new();
-    for m in all {
-        by.entry(m.key.clone()).or_default().push(m);
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        (**self).as_any()
     }
-    by
 }

@@ -22,6 +22,7 @@ use super::{
 };
 use crate::clock::{BootClock, SharedClock};
 use crate::error::Result;
+use crate::store::{History, Membership};
 
 #[derive(Clone, Debug, Default)]
 struct Row {
@@ -383,6 +384,69 @@ impl LeaseStore for MemoryStore {
             .collect())
     }
 
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        let reason = reason.as_str();
+        let window_us = super::handover_window_us(window)?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(&tenure.key) {
+            Some(row) if row.holder == tenure.holder && row.term == tenure.term => {
+                row.prev_holder = std::mem::take(&mut row.holder);
+                row.metadata.clear();
+                row.version += 1;
+                row.expires_us = now;
+                row.handover_to = to.column().to_string();
+                row.handover_until_us = now.saturating_add(window_us);
+                row.handover_reason = reason.to_string();
+                t.close_history(&tenure.key, tenure.term, now, reason);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        let reason = reason.as_str();
+        let window_us = super::handover_window_us(window)?;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(key) {
+            Some(row) if !row.holder.is_empty() && row.expires_us > now => {
+                row.handover_to = to.column().to_string();
+                row.handover_until_us = now.saturating_add(window_us);
+                row.handover_reason = reason.to_string();
+                row.version += 1;
+                Ok(Some(Self::record(key, row, now)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for MemoryStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.member_writes.fetch_add(1, Ordering::SeqCst);
         let now = self.now_us();
@@ -459,59 +523,10 @@ impl LeaseStore for MemoryStore {
             .retain(|(k, h), m| k != key || m.expires_us > now || Some(h) == holder.as_ref());
         Ok((before - t.members.len()) as u64)
     }
+}
 
-    async fn hand_over(
-        &self,
-        tenure: &Tenure,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<bool> {
-        let reason = reason.as_str();
-        let window_us = super::handover_window_us(window)?;
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        let now = self.now_us();
-        let mut t = self.rows();
-        match t.leases.get_mut(&tenure.key) {
-            Some(row) if row.holder == tenure.holder && row.term == tenure.term => {
-                row.prev_holder = std::mem::take(&mut row.holder);
-                row.metadata.clear();
-                row.version += 1;
-                row.expires_us = now;
-                row.handover_to = to.column().to_string();
-                row.handover_until_us = now.saturating_add(window_us);
-                row.handover_reason = reason.to_string();
-                t.close_history(&tenure.key, tenure.term, now, reason);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    async fn request_handover(
-        &self,
-        key: &ElectionKey,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<Option<LeaseRecord>> {
-        let reason = reason.as_str();
-        let window_us = super::handover_window_us(window)?;
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        let now = self.now_us();
-        let mut t = self.rows();
-        match t.leases.get_mut(key) {
-            Some(row) if !row.holder.is_empty() && row.expires_us > now => {
-                row.handover_to = to.column().to_string();
-                row.handover_until_us = now.saturating_add(window_us);
-                row.handover_reason = reason.to_string();
-                row.version += 1;
-                Ok(Some(Self::record(key, row, now)))
-            }
-            _ => Ok(None),
-        }
-    }
-
+#[async_trait]
+impl History for MemoryStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         Ok(self
             .rows()

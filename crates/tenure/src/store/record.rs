@@ -236,7 +236,7 @@ pub struct HistoryRecord {
     pub end_at_us: Option<i64>,
 }
 
-/// Orders members as [`LeaseStore::members`](crate::store::LeaseStore::members) promises: best successor first
+/// Orders members as [`Membership::members`](crate::store::Membership::members) promises: best successor first
 /// (highest priority, then longest-serving, then by holder id for a stable order).
 pub(crate) fn sort_successors_first(members: &mut [MemberRecord]) {
     members.sort_by(|a, b| {

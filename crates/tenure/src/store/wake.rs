@@ -3,7 +3,7 @@
 
 use super::record::ElectionKey;
 
-/// A receiver of change notifications; see [`LeaseStore::subscribe`](crate::store::LeaseStore::subscribe).
+/// A receiver of change notifications; see [`Wakeups::subscribe`](crate::store::Wakeups::subscribe).
 pub type Changes = tokio::sync::broadcast::Receiver<Option<ElectionKey>>;
 
 /// Why a wait for a change ended.
@@ -48,7 +48,7 @@ pub(crate) async fn changed_matching(
 }
 
 /// A watch on the acquisitions of one free election, from
-/// [`LeaseStore::watch_acquisitions`](crate::store::LeaseStore::watch_acquisitions): dropping it ends the watch.
+/// [`Wakeups::watch_acquisitions`](crate::store::Wakeups::watch_acquisitions): dropping it ends the watch.
 pub struct AcquisitionWatch {
     _guard: Box<dyn std::any::Any + Send + Sync>,
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{alone, elector, shared, Conformance, Instrumented};
-use crate::store::DynStore;
 use crate::store::EndReason;
+use crate::store::{DynStore, LeaseStoreExt};
 use crate::{Elector, State};
 
 impl Conformance {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{alone, claim, must_acquire, must_not_acquire, shared, tenure, Conformance};
-use crate::store::{Acquire, Handover, HandoverReason};
+use crate::store::{Acquire, Handover, HandoverReason, LeaseStoreExt};
 
 impl Conformance {
     /// After a hand-over to an identity, only that identity may acquire until

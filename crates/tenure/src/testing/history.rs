@@ -1,6 +1,6 @@
 //! Conformance checks. History: every term with why it began and ended.
 
-use crate::store::{EndReason, StartReason};
+use crate::store::{EndReason, LeaseStoreExt, StartReason};
 use std::time::{Duration, Instant};
 
 use super::{claim, must_acquire, shared, tenure, wait_expired, Conformance};
@@ -10,6 +10,9 @@ impl Conformance {
     pub async fn history_records_every_term_with_reasons(&self) {
         let _turn = shared().await;
         let s = self.store().await;
+        if !self.offers(&s, super::parts::Part::History) {
+            return;
+        }
         let t = self.timing().await;
         let key = self.key("history");
         let a = must_acquire(&s, &claim(&key, "a#1", t.ms(150))).await;

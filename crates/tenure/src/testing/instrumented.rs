@@ -12,6 +12,7 @@ use crate::store::{
     Acquire, Capabilities, Changes, Claim, DynStore, ElectionKey, Handover, HandoverReason,
     HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, RunRecord, RunRecords, Tenure,
 };
+use crate::store::{History, LeaseStoreExt, Membership, Wakeups};
 
 /// The store operations [`Instrumented`] counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,25 +28,25 @@ pub enum Op {
     Read,
     /// [`LeaseStore::list`].
     List,
-    /// [`LeaseStore::heartbeat`].
+    /// [`Membership::heartbeat`](crate::store::Membership::heartbeat).
     Heartbeat,
-    /// [`LeaseStore::heartbeat_and_read`].
+    /// [`Membership::heartbeat_and_read`](crate::store::Membership::heartbeat_and_read).
     HeartbeatAndRead,
-    /// [`LeaseStore::leave`].
+    /// [`Membership::leave`](crate::store::Membership::leave).
     Leave,
-    /// [`LeaseStore::members`].
+    /// [`Membership::members`](crate::store::Membership::members).
     Members,
-    /// [`LeaseStore::reap`].
+    /// [`Membership::reap`](crate::store::Membership::reap).
     Reap,
     /// [`LeaseStore::hand_over`].
     HandOver,
     /// [`LeaseStore::request_handover`].
     RequestHandover,
-    /// [`LeaseStore::history`].
+    /// [`History::history`](crate::store::History::history).
     History,
-    /// [`LeaseStore::flush`].
+    /// [`History::flush`](crate::store::History::flush).
     Flush,
-    /// [`LeaseStore::list_members`].
+    /// [`Membership::list_members`](crate::store::Membership::list_members).
     ListMembers,
     /// [`RunRecords::get`].
     RunGet,
@@ -66,7 +67,7 @@ const OPS: usize = 18;
 ///
 /// The faults apply to every call that talks to the store (not to
 /// [`LeaseStore::capabilities`], [`LeaseStore::describe`],
-/// [`LeaseStore::subscribe`] or [`LeaseStore::flush`]): a call first hangs
+/// [`Wakeups::subscribe`](crate::store::Wakeups::subscribe) or [`History::flush`](crate::store::History::flush)): a call first hangs
 /// if [`Self::set_hang`] is on, else fails if [`Self::set_unavailable`] is on,
 /// and only then reaches the inner store.
 ///
@@ -227,6 +228,46 @@ impl LeaseStore for Instrumented {
         self.inner.list(namespace).await
     }
 
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        self.enter(Op::HandOver).await?;
+        self.inner.hand_over(tenure, to, window, reason).await
+    }
+
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        self.enter(Op::RequestHandover).await?;
+        self.inner.request_handover(key, to, window, reason).await
+    }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        // Offered where the inner store offers it, through this wrapper.
+        self.inner.membership().map(|_| self as &dyn Membership)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        // Offered where the inner store offers it, through this wrapper.
+        self.inner.history_log().map(|_| self as &dyn History)
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        // Offered where the inner store offers it, through this wrapper.
+        self.inner.wakeups().map(|_| self as &dyn Wakeups)
+    }
+}
+
+#[async_trait]
+impl Membership for Instrumented {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.enter(Op::Heartbeat).await?;
         self.inner.heartbeat(member, ttl).await
@@ -260,29 +301,10 @@ impl LeaseStore for Instrumented {
         self.enter_members(Op::Reap).await?;
         self.inner.reap(key).await
     }
+}
 
-    async fn hand_over(
-        &self,
-        tenure: &Tenure,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<bool> {
-        self.enter(Op::HandOver).await?;
-        self.inner.hand_over(tenure, to, window, reason).await
-    }
-
-    async fn request_handover(
-        &self,
-        key: &ElectionKey,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<Option<LeaseRecord>> {
-        self.enter(Op::RequestHandover).await?;
-        self.inner.request_handover(key, to, window, reason).await
-    }
-
+#[async_trait]
+impl History for Instrumented {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         self.enter(Op::History).await?;
         self.inner.history(key, limit).await
@@ -292,7 +314,9 @@ impl LeaseStore for Instrumented {
         self.calls[Op::Flush as usize].fetch_add(1, Ordering::SeqCst);
         self.inner.flush().await
     }
+}
 
+impl Wakeups for Instrumented {
     fn subscribe(&self) -> Option<Changes> {
         self.inner.subscribe()
     }

@@ -49,6 +49,7 @@ macro_rules! conformance_tests {
     // Every check, in the order `run_all` runs them.
     (@with_checks [$($then:tt)*]) => {
         $crate::conformance_tests!(@$($then)* ;
+            parts_match_capabilities,
             concurrent_candidates_one_winner_per_term,
             non_holder_cannot_renew_or_release,
             renew_after_expiry_fails_and_next_term_is_higher,

@@ -1,6 +1,7 @@
 //! Conformance checks. Members: registration, heartbeats, successor order,
 //! lapse and reaping.
 
+use crate::store::LeaseStoreExt;
 use std::time::{Duration, Instant};
 
 use super::{alone, Conformance};
@@ -38,6 +39,9 @@ impl Conformance {
     pub async fn members_register_heartbeat_and_are_reaped(&self) {
         let _turn = alone().await;
         let s = self.store().await;
+        if !self.offers(&s, super::parts::Part::Membership) {
+            return;
+        }
         let t = self.timing().await;
         let key = self.key("members");
         let member = |holder: &str, priority| crate::store::Member {
@@ -101,6 +105,9 @@ impl Conformance {
     /// reads as lapsed.
     pub async fn the_lease_vouches_for_its_holder(&self) {
         let s = self.store().await;
+        if !self.offers(&s, super::parts::Part::Membership) {
+            return;
+        }
         if !s.capabilities().lease_vouches_for_holder {
             return;
         }
@@ -178,6 +185,9 @@ impl Conformance {
     /// later ones) and reads what `read` reads, before and after a term.
     pub async fn heartbeat_and_read_registers_and_reads(&self) {
         let s = self.store().await;
+        if !self.offers(&s, super::parts::Part::Membership) {
+            return;
+        }
         let key = self.key("hbread");
         let me = crate::store::Member {
             key: key.clone(),
@@ -233,6 +243,9 @@ impl Conformance {
     /// in the same order, for one namespace and for the whole store.
     pub async fn list_members_matches_members(&self) {
         let s = self.store().await;
+        if !self.offers(&s, super::parts::Part::Membership) {
+            return;
+        }
         let a = self.key("listed-a");
         let b = crate::store::ElectionKey::new(a.namespace.clone(), "listed-b");
         let ttl = Duration::from_secs(30);

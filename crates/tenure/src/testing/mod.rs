@@ -27,7 +27,8 @@
 //!
 //! The checks live in one file per group: exclusion and compare-and-set
 //! (`leases.rs`), expiry and the store's clock (`expiry.rs`), hand-over,
-//! members, history, push and observers (`push.rs`), run records
+//! members, history, push and observers (`push.rs`), the parts a store
+//! offers against its capabilities (`parts.rs`), run records
 //! (`runs.rs`), and elector-level checks (`electors.rs`). [`servers`] says where the shared test servers
 //! are; [`Instrumented`] wraps any store with call counters and fault
 //! switches.
@@ -42,6 +43,7 @@ mod instrumented;
 mod leases;
 mod macros;
 mod members;
+mod parts;
 mod push;
 mod runs;
 pub mod servers;

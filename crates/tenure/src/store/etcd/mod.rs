@@ -42,6 +42,7 @@ use super::{
     LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
 use crate::error::Result;
+use crate::store::{History, Membership, Wakeups};
 
 /// The etcd store; see the [module documentation](self).
 pub struct EtcdStore {
@@ -155,6 +156,7 @@ impl LeaseStore for EtcdStore {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
+
     fn run_records(&self) -> Option<&dyn super::RunRecords> {
         Some(self)
     }
@@ -182,43 +184,31 @@ impl LeaseStore for EtcdStore {
             lease_vouches_for_holder: false,
         }
     }
+
     fn describe(&self) -> String {
         self.inner.described.clone()
     }
+
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         self.inner.try_acquire(claim).await
     }
+
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         self.inner.renew(tenure, ttl).await
     }
+
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         self.inner.release(tenure).await
     }
+
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         self.inner.read(key).await
     }
+
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
         self.inner.list(namespace).await
     }
-    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        self.inner.heartbeat(member, ttl).await
-    }
-    async fn heartbeat_and_read(
-        &self,
-        member: &Member,
-        ttl: Duration,
-    ) -> Result<Option<LeaseRecord>> {
-        self.inner.heartbeat_and_read(member, ttl).await
-    }
-    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
-        self.inner.leave(key, holder).await
-    }
-    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        self.inner.members(key).await
-    }
-    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        self.inner.reap(key).await
-    }
+
     async fn hand_over(
         &self,
         tenure: &Tenure,
@@ -231,6 +221,7 @@ impl LeaseStore for EtcdStore {
             .hand_over(tenure, to, window, reason.as_str())
             .await
     }
+
     async fn request_handover(
         &self,
         key: &ElectionKey,
@@ -243,15 +234,63 @@ impl LeaseStore for EtcdStore {
             .request_handover(key, to, window, reason.as_str())
             .await
     }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for EtcdStore {
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+
+    async fn heartbeat_and_read(
+        &self,
+        member: &Member,
+        ttl: Duration,
+    ) -> Result<Option<LeaseRecord>> {
+        self.inner.heartbeat_and_read(member, ttl).await
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.inner.members(key).await
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.inner.reap(key).await
+    }
+}
+
+#[async_trait]
+impl History for EtcdStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         self.inner.history(key, limit).await
     }
+}
+
+impl Wakeups for EtcdStore {
     fn subscribe(&self) -> Option<Changes> {
         Some(self.inner.changes.subscribe())
     }
+
     fn push_activity(&self) -> Option<u64> {
         Some(self.inner.activity.load(Ordering::Relaxed))
     }
+
     fn push_health(&self) -> crate::store::PushHealth {
         self.inner.push.health()
     }

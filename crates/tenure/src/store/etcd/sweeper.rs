@@ -196,10 +196,10 @@ impl Inner {
 
     /// Marks a member registration lapsed, as its own lease's expiry would:
     /// the value names no lease any more (so it reads as not live, and
-    /// [`LeaseStore::reap`] removes it). Only if it is still as our last
+    /// [`Membership::reap`](crate::store::Membership::reap) removes it). Only if it is still as our last
     /// heartbeat wrote it.
     ///
-    /// [`LeaseStore::reap`]: crate::store::LeaseStore::reap
+    /// [`Membership::reap`](crate::store::Membership::reap): crate::store::Membership::reap
     async fn lapse_member(&self, key: &ElectionKey, holder: &str, mod_rev: i64) -> Result<bool> {
         let mk = format!("{}{}", self.member_prefix(key), seg(holder));
         let resp = self

@@ -20,6 +20,7 @@ use super::{
     Tenure,
 };
 use crate::error::{Error, Result};
+use crate::store::{History, Membership, Wakeups};
 pub use fenced::FencedWrites;
 use scripts::Scripts;
 
@@ -447,13 +448,58 @@ impl LeaseStore for RedisStore {
         Ok(out)
     }
 
-    fn subscribe(&self) -> Option<Changes> {
-        self.push.subscribe()
-    }
-    fn push_health(&self) -> crate::store::PushHealth {
-        self.push.health()
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        self.step_down(tenure, to.column(), window, reason.as_str())
+            .await
     }
 
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        let window_us = super::handover_window_us(window)?;
+        let fields: Vec<String> = self
+            .run(
+                self.scripts
+                    .request_handover
+                    .key(self.key("lease", key))
+                    .arg(to.column())
+                    .arg(window_us)
+                    .arg(reason.as_str())
+                    .arg(self.channel())
+                    .arg(Self::member(key)),
+            )
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        self.record(key, &fields).map(Some)
+    }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for RedisStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.batches
             .heartbeats
@@ -543,44 +589,10 @@ impl LeaseStore for RedisStore {
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         self.batches.reaps.call(0, key.clone()).await
     }
+}
 
-    async fn hand_over(
-        &self,
-        tenure: &Tenure,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<bool> {
-        self.step_down(tenure, to.column(), window, reason.as_str())
-            .await
-    }
-
-    async fn request_handover(
-        &self,
-        key: &ElectionKey,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<Option<LeaseRecord>> {
-        let window_us = super::handover_window_us(window)?;
-        let fields: Vec<String> = self
-            .run(
-                self.scripts
-                    .request_handover
-                    .key(self.key("lease", key))
-                    .arg(to.column())
-                    .arg(window_us)
-                    .arg(reason.as_str())
-                    .arg(self.channel())
-                    .arg(Self::member(key)),
-            )
-            .await?;
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        self.record(key, &fields).map(Some)
-    }
-
+#[async_trait]
+impl History for RedisStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         let all: Vec<(String, String)> = redis::cmd("HGETALL")
             .arg(self.key("history", key))
@@ -610,6 +622,16 @@ impl LeaseStore for RedisStore {
         out.sort_by_key(|h| std::cmp::Reverse(h.term));
         out.truncate(limit);
         Ok(out)
+    }
+}
+
+impl Wakeups for RedisStore {
+    fn subscribe(&self) -> Option<Changes> {
+        self.push.subscribe()
+    }
+
+    fn push_health(&self) -> crate::store::PushHealth {
+        self.push.health()
     }
 }
 

@@ -15,6 +15,7 @@ use crate::store::{
     handover_window_us, identity_of, Acquire, Capabilities, Changes, Claim, ElectionKey, EndReason,
     Handover, HandoverReason, HistoryRecord, LeaseRecord, LeaseStore, Member, MemberRecord, Tenure,
 };
+use crate::store::{History, Membership, Wakeups};
 
 impl SqlStore {
     /// The rows of a listing: `all` without a namespace, `in_namespace`
@@ -217,46 +218,6 @@ impl LeaseStore for SqlStore {
         Some(self)
     }
 
-    fn subscribe(&self) -> Option<Changes> {
-        #[cfg(feature = "postgres")]
-        if let Some(hub) = &self.push {
-            return hub.subscribe();
-        }
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            return locks.subscribe();
-        }
-        #[cfg(feature = "sqlite")]
-        if let Some(watch) = &self.file_watch {
-            return watch.subscribe();
-        }
-        None
-    }
-
-    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<crate::store::AcquisitionWatch> {
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            return locks.watch(key);
-        }
-        let _ = key;
-        None
-    }
-
-    fn push_health(&self) -> crate::store::PushHealth {
-        #[cfg(feature = "postgres")]
-        if let Some(hub) = &self.push {
-            return hub.health();
-        }
-        let channel = match self.dialect {
-            super::dialect::Dialect::MySql => "MySQL named locks",
-            super::dialect::Dialect::Sqlite => "SQLite file watch",
-            super::dialect::Dialect::Postgres => "PostgreSQL LISTEN",
-        };
-        crate::store::PushHealth::Unreported {
-            channel: channel.to_owned(),
-        }
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
@@ -323,16 +284,109 @@ impl LeaseStore for SqlStore {
         Ok(released)
     }
 
-    async fn flush(&self) -> Result<()> {
-        self.flush_after().await;
-        // The wake-up of MySQL/MariaDB followers: the freed named lock.
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.settle().await;
+    async fn hand_over(
+        &self,
+        tenure: &Tenure,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<bool> {
+        let window_us = handover_window_us(window)?;
+        let done = async {
+            let mut lent = self.kept.lend().await?;
+            let done = bind_tenure(
+                sqlx::query(&sent(self.dialect, &self.statements.hand_over))
+                    .bind(to.column())
+                    .bind(window_us)
+                    .bind(reason.as_str()),
+                tenure,
+            )
+            .execute(lent.conn())
+            .await?;
+            lent.keep();
+            Ok::<_, sqlx::Error>(done)
         }
-        Ok(())
+        .await
+        .map_err(|e| self.wrap(e));
+        self.named_lock_ended(&tenure.key);
+        let done = done?.rows_affected() == 1;
+        if done {
+            // As in `release`, the statement notified PostgreSQL listeners.
+            self.after_change(AfterJob::Close(tenure.clone(), reason.into()));
+        }
+        Ok(done)
     }
 
+    async fn request_handover(
+        &self,
+        key: &ElectionKey,
+        to: &Handover,
+        window: Duration,
+        reason: HandoverReason,
+    ) -> Result<Option<LeaseRecord>> {
+        let window_us = handover_window_us(window)?;
+        let done = sqlx::query(&sent(self.dialect, &self.statements.request_handover))
+            .bind(to.column())
+            .bind(window_us)
+            .bind(reason.as_str())
+            .bind(key.namespace.as_str())
+            .bind(key.election.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.wrap(e))?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            locks.ring(key).await;
+        }
+        self.read(key).await
+    }
+
+    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
+        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let rec = self.read_with(lent.conn(), key).await?;
+        lent.keep();
+        self.seen(key, rec.as_ref());
+        Ok(rec)
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
+        let statements = &self.statements;
+        let rows = self
+            .fetch_listed(&statements.list_all, &statements.list_namespace, namespace)
+            .await?;
+        let records = rows
+            .iter()
+            .map(decode_record)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.wrap(e))?;
+        // Observers list; they are woken like followers.
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            for r in &records {
+                locks.seen(&r.key, Some(r));
+            }
+        }
+        Ok(records)
+    }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for SqlStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         self.heartbeats.call(duration_us(ttl), member.clone()).await
     }
@@ -426,97 +480,64 @@ impl LeaseStore for SqlStore {
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         self.reaps.call(0, key.clone()).await
     }
+}
 
-    async fn hand_over(
-        &self,
-        tenure: &Tenure,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<bool> {
-        let window_us = handover_window_us(window)?;
-        let done = async {
-            let mut lent = self.kept.lend().await?;
-            let done = bind_tenure(
-                sqlx::query(&sent(self.dialect, &self.statements.hand_over))
-                    .bind(to.column())
-                    .bind(window_us)
-                    .bind(reason.as_str()),
-                tenure,
-            )
-            .execute(lent.conn())
-            .await?;
-            lent.keep();
-            Ok::<_, sqlx::Error>(done)
-        }
-        .await
-        .map_err(|e| self.wrap(e));
-        self.named_lock_ended(&tenure.key);
-        let done = done?.rows_affected() == 1;
-        if done {
-            // As in `release`, the statement notified PostgreSQL listeners.
-            self.after_change(AfterJob::Close(tenure.clone(), reason.into()));
-        }
-        Ok(done)
-    }
-
-    async fn request_handover(
-        &self,
-        key: &ElectionKey,
-        to: &Handover,
-        window: Duration,
-        reason: HandoverReason,
-    ) -> Result<Option<LeaseRecord>> {
-        let window_us = handover_window_us(window)?;
-        let done = sqlx::query(&sent(self.dialect, &self.statements.request_handover))
-            .bind(to.column())
-            .bind(window_us)
-            .bind(reason.as_str())
-            .bind(key.namespace.as_str())
-            .bind(key.election.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.wrap(e))?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
+#[async_trait]
+impl History for SqlStore {
+    async fn flush(&self) -> Result<()> {
+        self.flush_after().await;
+        // The wake-up of MySQL/MariaDB followers: the freed named lock.
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            locks.ring(key).await;
+            locks.settle().await;
         }
-        self.read(key).await
+        Ok(())
     }
 
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         self.newest_of_election(&self.statements.history, key, limit, decode_history)
             .await
     }
+}
 
-    async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
-        let rec = self.read_with(lent.conn(), key).await?;
-        lent.keep();
-        self.seen(key, rec.as_ref());
-        Ok(rec)
-    }
-
-    async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
-        let statements = &self.statements;
-        let rows = self
-            .fetch_listed(&statements.list_all, &statements.list_namespace, namespace)
-            .await?;
-        let records = rows
-            .iter()
-            .map(decode_record)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.wrap(e))?;
-        // Observers list; they are woken like followers.
+impl Wakeups for SqlStore {
+    fn subscribe(&self) -> Option<Changes> {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            return hub.subscribe();
+        }
         #[cfg(feature = "mysql")]
         if let Some(locks) = &self.named_locks {
-            for r in &records {
-                locks.seen(&r.key, Some(r));
-            }
+            return locks.subscribe();
         }
-        Ok(records)
+        #[cfg(feature = "sqlite")]
+        if let Some(watch) = &self.file_watch {
+            return watch.subscribe();
+        }
+        None
+    }
+
+    fn watch_acquisitions(&self, key: &ElectionKey) -> Option<crate::store::AcquisitionWatch> {
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = &self.named_locks {
+            return locks.watch(key);
+        }
+        let _ = key;
+        None
+    }
+
+    fn push_health(&self) -> crate::store::PushHealth {
+        #[cfg(feature = "postgres")]
+        if let Some(hub) = &self.push {
+            return hub.health();
+        }
+        let channel = match self.dialect {
+            super::dialect::Dialect::MySql => "MySQL named locks",
+            super::dialect::Dialect::Sqlite => "SQLite file watch",
+            super::dialect::Dialect::Postgres => "PostgreSQL LISTEN",
+        };
+        crate::store::PushHealth::Unreported {
+            channel: channel.to_owned(),
+        }
     }
 }

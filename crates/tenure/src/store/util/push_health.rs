@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 /// The state of a store's push channel (PostgreSQL LISTEN, Redis pub/sub,
-/// the etcd watch) in this process, from [`LeaseStore::push_health`].
+/// the etcd watch) in this process, from [`Wakeups::push_health`](crate::store::Wakeups::push_health).
 ///
 /// While it is [`Down`](Self::Down), followers are not woken by releases:
 /// they read the lease every tenth of a TTL (at least the poll period)
@@ -22,7 +22,7 @@ use serde::Serialize;
 /// assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"state":"not_offered"}"#);
 /// ```
 ///
-/// [`LeaseStore::push_health`]: crate::store::LeaseStore::push_health
+/// [`Wakeups::push_health`](crate::store::Wakeups::push_health): crate::store::Wakeups::push_health
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 #[non_exhaustive]

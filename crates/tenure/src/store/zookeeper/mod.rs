@@ -24,6 +24,7 @@ use super::{
     LeaseRecord, LeaseStore, Member, MemberRecord, StoreOptions, Tenure,
 };
 use crate::error::{Error, Result};
+use crate::store::{History, Membership, Wakeups};
 
 /// The ZooKeeper store; see the [module documentation](self).
 pub struct ZkStore {
@@ -310,12 +311,6 @@ impl LeaseStore for ZkStore {
         Some(self)
     }
 
-    fn push_health(&self) -> crate::store::PushHealth {
-        crate::store::PushHealth::Unreported {
-            channel: "ZooKeeper watches".to_owned(),
-        }
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
@@ -335,37 +330,32 @@ impl LeaseStore for ZkStore {
             lease_vouches_for_holder: false,
         }
     }
+
     fn describe(&self) -> String {
         self.inner.described.clone()
     }
+
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         Inner::try_acquire(&self.inner, claim).await
     }
+
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
         self.inner.renew(tenure, ttl).await
     }
+
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         self.inner.end(tenure, None).await
     }
+
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         Inner::watch(&self.inner, key).await;
         self.inner.read(key).await
     }
+
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
         self.inner.list(namespace).await
     }
-    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        self.inner.heartbeat(member, ttl).await
-    }
-    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
-        self.inner.leave(key, holder).await
-    }
-    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        self.inner.members(key).await
-    }
-    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        self.inner.reap(key).await
-    }
+
     async fn hand_over(
         &self,
         tenure: &Tenure,
@@ -378,6 +368,7 @@ impl LeaseStore for ZkStore {
             .end(tenure, Some((to, window, reason.as_str())))
             .await
     }
+
     async fn request_handover(
         &self,
         key: &ElectionKey,
@@ -390,9 +381,53 @@ impl LeaseStore for ZkStore {
             .request_handover(key, to, window, reason.as_str())
             .await
     }
+
+    fn membership(&self) -> Option<&dyn Membership> {
+        Some(self)
+    }
+
+    fn history_log(&self) -> Option<&dyn History> {
+        Some(self)
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Membership for ZkStore {
+    async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
+        self.inner.heartbeat(member, ttl).await
+    }
+
+    async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
+        self.inner.leave(key, holder).await
+    }
+
+    async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
+        self.inner.members(key).await
+    }
+
+    async fn reap(&self, key: &ElectionKey) -> Result<u64> {
+        self.inner.reap(key).await
+    }
+}
+
+#[async_trait]
+impl History for ZkStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         self.inner.history(key, limit).await
     }
+}
+
+impl Wakeups for ZkStore {
+    fn push_health(&self) -> crate::store::PushHealth {
+        crate::store::PushHealth::Unreported {
+            channel: "ZooKeeper watches".to_owned(),
+        }
+    }
+
     fn subscribe(&self) -> Option<Changes> {
         Some(self.inner.changes.subscribe())
     }
