@@ -100,7 +100,7 @@ impl Campaign {
         // and electors starting together must not wait for theirs to read
         // and acquire.
         // And not more than twice a TTL: a follower whose push is down
-        // reads every TTL/10, and each read was a heartbeat write too.
+        // reads every TTL/10, and each read would be a heartbeat write too.
         let age = self.shared.heartbeat_age();
         let push = self.follower.pushed.take();
         let pushed = push.is_some();
@@ -430,10 +430,11 @@ impl Campaign {
                 m
             }
             // Without the member list, wait the grace as if another member
-            // were the successor: the one whose read worked goes first. (Trying
-            // at once made every follower try when reads failed, on an etcd
-            // cluster with a dead member.) Safety never depends on succession,
-            // only the number of writes does; the grace is short.
+            // were the successor: the one whose read worked goes first.
+            // (Trying at once would make every follower try whenever reads
+            // fail, as on an etcd cluster with a dead member.) Safety never
+            // depends on succession, only the number of writes does; the
+            // grace is short.
             Err(_) => return Ok(self.succession_grace_left(r)),
         };
         // Skip the holder whose lease just expired or who just stepped down,

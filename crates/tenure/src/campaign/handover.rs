@@ -212,17 +212,7 @@ impl Campaign {
         let timeout = self.timing().release_timeout;
         let released = tokio::time::timeout(timeout, self.store.release(tenure)).await;
         self.leave_after_handing_over().await;
-        match released {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                self.store_failed("releasing the lease", &e);
-                Err(e)
-            }
-            Err(_) => Err(Error::Timeout {
-                what: "release",
-                after: timeout,
-            }),
-        }
+        self.lease_freed(released, "releasing the lease", "release", timeout)
     }
 
     /// Asks the work of this tenure to stop ([`Leadership::stepping_down`])
@@ -326,14 +316,27 @@ impl Campaign {
         let handed =
             tokio::time::timeout(timeout, self.store.hand_over(tenure, &to, window, reason)).await;
         self.leave_after_handing_over().await;
-        match handed {
+        self.lease_freed(handed, "handing the lease over", "hand-over", timeout)
+    }
+
+    /// The outcome of the write that freed the lease (a release or a
+    /// hand-over, `what`), bounded by `timeout`: a store error is logged as
+    /// `doing` failed and returned, no answer is a timeout.
+    fn lease_freed<T>(
+        &mut self,
+        written: std::result::Result<Result<T>, tokio::time::error::Elapsed>,
+        doing: &str,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<()> {
+        match written {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => {
-                self.store_failed("handing the lease over", &e);
+                self.store_failed(doing, &e);
                 Err(e)
             }
             Err(_) => Err(Error::Timeout {
-                what: "hand-over",
+                what,
                 after: timeout,
             }),
         }

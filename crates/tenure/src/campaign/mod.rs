@@ -5,8 +5,9 @@
 //! ([`lead`]) until it steps down ([`handover`]), asked to or at its local
 //! deadline at the latest, whether or not the store ever answers. The
 //! member heartbeat and the leader's reap of lapsed members run beside the
-//! phases ([`membership`]). Every store call of a leader races its local
-//! deadline and the command channel through one helper ([`race`]).
+//! phases ([`membership`]). Every store call a leader waits on while it
+//! still leads races its local deadline and the command channel through one
+//! helper ([`race`]).
 //!
 //! Every `tokio::select!` in the campaign is `biased`: when several branches
 //! are ready, the first listed wins, not tokio's random pick, so a

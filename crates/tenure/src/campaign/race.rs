@@ -2,10 +2,10 @@
 //!
 //! A leader steps down at its local deadline whether or not the store
 //! answers, and a hung store must delay neither a shutdown nor a resign. So
-//! every store call a leader waits on, and the wait for its work to stop
-//! before a hand-over, goes through [`Campaign::race`]: whichever of the
-//! call, the deadline and a command comes first ends the wait, and the call
-//! is dropped unless it came first.
+//! every store call a leader waits on while it still leads, and the wait
+//! for its work to stop before a hand-over, goes through [`Campaign::race`]:
+//! whichever of the call, the deadline and a command comes first ends the
+//! wait, and the call is dropped unless it came first.
 
 use std::future::Future;
 use std::time::Duration;
