@@ -1,0 +1,513 @@
+//! Following: the phase of a candidate that does not lead.
+//!
+//! A follower sleeps until the lease's remaining time (as the store measured
+//! it) runs out, or a short poll period to notice a release, whichever is
+//! sooner; a pushed change ends the wait early. Its timed reads carry its
+//! member heartbeat, so an idle follower makes one request per lease
+//! lifetime. It writes only when the lease is free, and then in turn: during
+//! a transfer window only the target tries, otherwise the designated
+//! successor first and the others after a short grace, so one write wins a
+//! failover instead of N racing. The attempt itself is in [`super::acquire`].
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{jittered, Campaign, Command, Next};
+use crate::error::{Error, Result};
+use crate::leadership::State;
+use crate::store::{changed, LeaseRecord, LeaseStoreExt, MemberRecord, Woken};
+
+/// What a follower carries from one wait to the next read.
+#[derive(Default)]
+pub(super) struct FollowerState {
+    /// The push that ended the last wait, if one did. The read that follows
+    /// is then on a hand-over's path, so it carries no heartbeat (a
+    /// heartbeat can be slower than a read: etcd's are three requests); and
+    /// a push that named this election ([`Woken::Notified`], not a wake-up
+    /// of everyone after the channel opened or failed, where most likely
+    /// nothing changed) reads the member list beside the lease.
+    pushed: Option<Woken>,
+    /// The term of the last lease seen free, and when (local clock) this
+    /// follower first saw it free: the succession grace counts from then.
+    free_since: Option<(u64, Duration)>,
+}
+
+/// One read of the lease by a follower.
+struct LeaseRead {
+    lease: Result<Option<LeaseRecord>>,
+    /// The member list, when it was read beside the lease.
+    members: Option<Vec<MemberRecord>>,
+    /// The push channel's activity count before the read, where the store
+    /// pushes the end of a lease (see [`Campaign::push_activity`]).
+    activity: Option<u64>,
+}
+
+/// How often a follower looks again at a corrupt lease: a TTL, but at least
+/// [`CORRUPT_RETRY_MIN`] and at most [`CORRUPT_RETRY_MAX`]. Someone must
+/// repair the record first; a repair written by tenure or noticed by a push
+/// is seen sooner.
+fn corrupt_retry(ttl: Duration) -> Duration {
+    ttl.clamp(CORRUPT_RETRY_MIN, CORRUPT_RETRY_MAX)
+}
+
+/// The shortest wait between reads of a corrupt lease.
+const CORRUPT_RETRY_MIN: Duration = Duration::from_secs(10);
+/// The longest wait between reads of a corrupt lease.
+const CORRUPT_RETRY_MAX: Duration = Duration::from_secs(60);
+
+impl Campaign {
+    /// Follows until the lease is acquired (or the campaign stops). No
+    /// acquisition before `hold_off` (local clock), after a step-down.
+    pub(super) async fn follow(&mut self, hold_off: Option<Duration>) -> Next {
+        loop {
+            let read = match self.read_lease().await {
+                Ok(read) => read,
+                Err(next) => return next,
+            };
+            let wait = match read.lease {
+                Err(e) => self.follower_failed("reading the lease", &e),
+                Ok(rec) => {
+                    self.store_ok();
+                    self.publish_record(rec.as_ref());
+                    match self
+                        .after_read(rec, read.members, read.activity, hold_off)
+                        .await
+                    {
+                        Ok(Some(wait)) => wait,
+                        Ok(None) => continue,
+                        Err(next) => return next,
+                    }
+                }
+            };
+            let until = self.now() + wait;
+            if let Some(next) = self.idle_until(until).await {
+                return next;
+            }
+        }
+    }
+
+    /// Reads the lease, with this follower's heartbeat when one is due, or
+    /// with the member list after a push naming this election. `Err`: the
+    /// phase a command demands meanwhile.
+    async fn read_lease(&mut self) -> Result<LeaseRead, Next> {
+        // A timed read carries this follower's heartbeat: an idle
+        // follower reads once per lease lifetime and makes no other request.
+        let store = self.store.clone();
+        let key = self.config.key.clone();
+        // Not before the membership task registered us: a heartbeat can be
+        // slow (etcd's: a process-lease round, a read and a transaction),
+        // and electors starting together must not wait for theirs to read
+        // and acquire.
+        // And not more than twice a TTL: a follower whose push is down
+        // reads every TTL/10, and each read would be a heartbeat write too.
+        let age = self.shared.heartbeat_age();
+        let push = self.follower.pushed.take();
+        let pushed = push.is_some();
+        let for_us = push == Some(Woken::Notified);
+        let fused = !pushed
+            && !self.shared.membership_paused()
+            && age != Duration::MAX
+            && age >= self.timing().ttl / 2;
+        let member = fused.then(|| self.member());
+        let member_ttl = self.timing().member_ttl;
+        // Counted before the read: anything the push channel delivers
+        // after this shows it alive.
+        let activity = self.push_activity();
+        let sent = self.now();
+        // A push naming this election is most often a release: the member
+        // list (who succeeds) is read with the lease, so the designated
+        // successor's acquisition goes one round trip sooner. An idle
+        // follower gets no such pushes, so this costs a read per change,
+        // not per TTL.
+        let read = self
+            .follower_call("read", async move {
+                match (member, for_us) {
+                    (Some(m), _) => Ok((store.heartbeat_and_read(&m, member_ttl).await?, None)),
+                    (None, true) => store.read_with_members(&key).await,
+                    (None, false) => Ok((store.read(&key).await?, None)),
+                }
+            })
+            .await?;
+        let (lease, members) = match read {
+            Ok((read, members)) => {
+                if fused {
+                    self.shared.heartbeat_sent(sent);
+                }
+                (Ok(read), members)
+            }
+            Err(e) => (Err(e), None),
+        };
+        Ok(LeaseRead {
+            lease,
+            members,
+            activity,
+        })
+    }
+
+    /// What to do about a lease just read: wait this long before the next
+    /// read (`Ok(Some)`), read again at once (`Ok(None)`: a pushed change, or
+    /// a silent push channel), or move on to the phase in `Err`.
+    async fn after_read(
+        &mut self,
+        rec: Option<LeaseRecord>,
+        members: Option<Vec<MemberRecord>>,
+        activity: Option<u64>,
+        hold_off: Option<Duration>,
+    ) -> Result<Option<Duration>, Next> {
+        let wait = match rec {
+            // Not while work of an earlier tenure still holds it
+            // (see `HandoverHold`): the lease then expires.
+            Some(r)
+                if r.is_held()
+                    && r.holder.as_deref() == Some(self.config.holder.as_str())
+                    && self.shared.holds.is_empty() =>
+            {
+                // A live lease of ours from an earlier tenure (a renewal
+                // that landed after we gave up, or an acquire whose
+                // answer we lost). Nobody acts on it; free it for
+                // everyone, and back off if the store refuses.
+                match self.release_stale(r.term).await? {
+                    true => Duration::ZERO,
+                    false => jittered(self.timing().retry_period),
+                }
+            }
+            Some(r) if r.is_held() => match activity {
+                // The store ends the lease itself and pushes
+                // that: wait for the push, not for the expiry.
+                Some(seen) => match self.await_push(seen).await {
+                    Some(next) => return Err(next),
+                    None => return Ok(None),
+                },
+                None => self.wait_for(&r),
+            },
+            rec => match hold_off
+                .map(|h| h.saturating_sub(self.now()))
+                .filter(|w| !w.is_zero())
+            {
+                Some(w) => w,
+                None => match self.succession_wait(rec.as_ref(), members).await? {
+                    Some(wait) => wait,
+                    None => self.try_acquire().await?,
+                },
+            },
+        };
+        Ok(Some(wait))
+    }
+
+    /// How long to wait after a failed follower call: a corrupt lease
+    /// ([`Error::Corrupt`]) stays corrupt until someone repairs it, so it is
+    /// logged once (again only when the error changes) and retried slowly;
+    /// anything else is retried at the retry period.
+    pub(super) fn follower_failed(&mut self, what: &str, e: &Error) -> Duration {
+        if !matches!(e, Error::Corrupt { .. }) {
+            self.store_failed(what, e);
+            return jittered(self.timing().retry_period);
+        }
+        crate::telemetry::store_error(what);
+        let message = e.to_string();
+        if self.corrupt.as_deref() != Some(message.as_str()) {
+            tracing::error!(election = %self.config.key, "{what} refused: {message}");
+            self.corrupt = Some(message);
+        } else {
+            tracing::debug!(election = %self.config.key, "{what} refused: {message}");
+        }
+        jittered(corrupt_retry(self.timing().ttl))
+    }
+
+    /// Sleeps until `until`, unless a command arrives first. Returns the
+    /// transition a command demands, if any.
+    async fn idle_until(&mut self, until: Duration) -> Option<Next> {
+        let sleep = self.shared.clock.sleep_until(until);
+        tokio::pin!(sleep);
+        let key = self.config.key.clone();
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut sleep => return None,
+                // A pushed change (e.g. a release) ends the wait early.
+                woken = changed(&mut self.changes, Some(&key)) => {
+                    tracing::trace!(election = %key, "woken by a push");
+                    self.follower.pushed = Some(woken);
+                    return None;
+                }
+                cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
+                    let _ = reply.send(Ok(()));
+                    return Some(Next::Stop);
+                },
+            }
+        }
+    }
+
+    /// Answers a command that arrived while following: resign and transfer
+    /// fail at once (we do not lead). A shutdown, or the elector dropped, is
+    /// handed back for the caller to acknowledge once it has stopped.
+    pub(super) fn follower_command(
+        &self,
+        cmd: Option<Command>,
+    ) -> Option<oneshot::Sender<Result<()>>> {
+        match cmd {
+            Some(Command::Resign(reply)) | Some(Command::Transfer(_, reply)) => {
+                let _ = reply.send(Err(Error::NotLeader {
+                    election: self.config.key.to_string(),
+                }));
+                None
+            }
+            Some(Command::Shutdown(reply)) => Some(reply),
+            None => Some(oneshot::channel().0),
+        }
+    }
+
+    /// Runs a follower's store call, bounded by the retry budget, while still
+    /// answering commands: a hung store must not make shutdown hang too.
+    pub(super) async fn follower_call<T>(
+        &mut self,
+        what: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<Result<T>, Next> {
+        let budget = self.timing().call_budget;
+        let until = self.now() + budget;
+        let sleep = self.shared.clock.sleep_until(until);
+        tokio::pin!(call);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut call => return Ok(r),
+                _ = &mut sleep => return Ok(Err(Error::Timeout { what, after: budget })),
+                cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
+                    let _ = reply.send(Ok(()));
+                    return Err(Next::Stop);
+                },
+            }
+        }
+    }
+
+    /// Runs a follower's store call, bounded by the retry budget, answering
+    /// resign and transfer requests meanwhile. Unlike [`Self::follower_call`], a
+    /// shutdown does not drop the call (it may be a write that commits
+    /// anyway): it is let finish, and the shutdown's reply is handed back.
+    /// `None`: no answer within the budget.
+    pub(super) async fn finishing_call<T>(
+        &mut self,
+        what: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> (Option<Result<T>>, Option<oneshot::Sender<Result<()>>>) {
+        let budget = self.timing().call_budget;
+        let sleep = self.shared.clock.sleep_until(self.now() + budget);
+        tokio::pin!(call);
+        tokio::pin!(sleep);
+        let mut stopping = None;
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut call => return (Some(r), stopping),
+                _ = &mut sleep => {
+                    let timeout = Error::Timeout { what, after: budget };
+                    return (stopping.is_none().then_some(Err(timeout)), stopping);
+                }
+                cmd = self.commands.recv(), if stopping.is_none() => {
+                    stopping = self.follower_command(cmd);
+                }
+            }
+        }
+    }
+
+    /// How long to wait before looking again at a lease held by someone else:
+    /// until it would expire by the store's clock. Where the store pushes
+    /// changes, nothing sooner: a release or hand-over wakes us, so an idle
+    /// follower reads once per lease lifetime instead of every poll period
+    /// (12 reads a second). Without push, a poll period, to see a release.
+    pub(super) fn wait_for(&self, rec: &LeaseRecord) -> Duration {
+        let until_expiry = rec.remaining + self.timing().settle;
+        match self.own_poll() {
+            None => until_expiry,
+            Some(poll) => poll.min(until_expiry),
+        }
+    }
+
+    /// How soon a follower must look for itself, as the store's push stands:
+    /// never while pushes arrive (`None`); a tenth of a TTL while the push
+    /// channel is down, so a release is still seen long before the expiry;
+    /// the poll period where the store cannot push.
+    fn own_poll(&self) -> Option<Duration> {
+        if self.changes.is_none() {
+            Some(jittered(self.timing().poll_period))
+        } else if self.store.push_health().is_down() {
+            Some(jittered(self.timing().push_down_poll))
+        } else {
+            None
+        }
+    }
+
+    /// The push channel's activity count, if the store ends expired leases
+    /// itself and pushes that ([`Capabilities::push_expiry`]), can count
+    /// what its channel delivers, and the channel is not known to be down;
+    /// `None`: read at the lease's expiry (or every `push_down_poll` while
+    /// the channel is down, see [`Self::wait_for`]).
+    ///
+    /// [`Capabilities::push_expiry`]: crate::store::Capabilities::push_expiry
+    fn push_activity(&self) -> Option<u64> {
+        if self.changes.is_none()
+            || !self.store.capabilities().push_expiry
+            || self.store.push_health().is_down()
+        {
+            return None;
+        }
+        self.store.push_activity()
+    }
+
+    /// A follower's wait on a held lease where the store pushes its end
+    /// (etcd: the lease key is deleted at expiry, and the watch sees it):
+    /// no read at the expiry. Every [`Timing::push_check_period`] (a TTL)
+    /// it looks at the push channel's activity count: if anything arrived
+    /// since `seen` (a healthy leader's renewals do, three times a TTL), the
+    /// channel is alive and it waits on; if nothing did, the channel may
+    /// have broken silently, and it reads. Returns `None` to read now
+    /// (pushed, or silent), or the transition a command demands.
+    ///
+    /// [`Timing::push_check_period`]: crate::config::Timing::push_check_period
+    async fn await_push(&mut self, mut seen: u64) -> Option<Next> {
+        loop {
+            let until = self.now() + self.timing().push_check_period;
+            if let Some(next) = self.idle_until(until).await {
+                return Some(next);
+            }
+            // Pushed, or the channel is down (its outage wakes followers
+            // too): read, and poll while it stays down.
+            if self.follower.pushed.is_some() || self.store.push_health().is_down() {
+                return None;
+            }
+            match self.store.push_activity() {
+                Some(now) if now != seen => seen = now,
+                _ => {
+                    tracing::debug!(election = %self.config.key, "no push for a TTL: reading the lease");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Publishes who leads, as a lease just read says.
+    pub(super) fn publish_record(&self, rec: Option<&LeaseRecord>) {
+        let state = match rec {
+            Some(r) if r.is_held() => State::Following {
+                leader: r.holder.clone().unwrap_or_default(),
+                term: r.term,
+            },
+            _ => State::NoLeader,
+        };
+        self.shared.publish(state);
+    }
+
+    /// Whether to try for a free lease now (`None`) or wait (`Some`): during a
+    /// transfer window only the target tries; otherwise the designated
+    /// successor (highest priority, then longest-serving live member) tries at
+    /// once and the others only after a short grace, so one write wins a
+    /// failover instead of N racing.
+    /// `members`: the member list if it was read beside the lease.
+    async fn succession_wait(
+        &mut self,
+        rec: Option<&LeaseRecord>,
+        members: Option<Vec<MemberRecord>>,
+    ) -> Result<Option<Duration>, Next> {
+        let Some(r) = rec else { return Ok(None) };
+        if let Some(to) = r.transfer_target() {
+            return Ok(self.transfer_wait(r, to));
+        }
+        let store = self.store.clone();
+        let key = self.config.key.clone();
+        let read = match members {
+            Some(m) => Ok(m),
+            None => {
+                self.follower_call("members", async move { store.members(&key).await })
+                    .await?
+            }
+        };
+        let members = match read {
+            Ok(m) => {
+                crate::telemetry::members(&self.config.key, &m);
+                m
+            }
+            // Without the member list, wait the grace as if another member
+            // were the successor: the one whose read worked goes first.
+            // (Trying at once would make every follower try whenever reads
+            // fail, as on an etcd cluster with a dead member.) Safety never
+            // depends on succession, only the number of writes does; the
+            // grace is short.
+            Err(_) => return Ok(self.succession_grace_left(r)),
+        };
+        // Skip the holder whose lease just expired or who just stepped down,
+        // and members not heard from lately (`MemberRecord::is_fresh`): a
+        // crashed member stays registered for a while, but must not hold
+        // everyone back for the grace.
+        let successor = members.iter().find(|m| {
+            m.is_fresh(r.read_at_us, self.timing().ttl)
+                && Some(m.holder.as_str()) != r.holder.as_deref()
+                && Some(m.holder.as_str()) != r.previous_holder.as_deref()
+        });
+        tracing::debug!(election = %self.config.key, term = r.term, successor = successor.map(|s| s.holder.as_str()), "lease free");
+        match successor {
+            None => Ok(None),
+            Some(s) if s.holder == self.config.holder => Ok(None),
+            Some(_) => Ok(self.succession_grace_left(r)),
+        }
+    }
+
+    /// During a transfer window to `to`: `None` (try now) for the target,
+    /// for anyone else how long to wait before looking again.
+    fn transfer_wait(&self, r: &LeaseRecord, to: &str) -> Option<Duration> {
+        if to == self.config.identity.as_str() {
+            return None;
+        }
+        // Only the target may acquire until the window ends; its
+        // acquisition is pushed where the store pushes changes.
+        let left = crate::store::remaining_from_us(r.handover_until_us, r.read_at_us);
+        let left = match self.own_poll() {
+            None => left,
+            Some(poll) => left.min(poll),
+        };
+        // Where acquisitions are not pushed (MySQL: the named locks
+        // ring only when a leader lets go), look again soon: a
+        // follower that slept through the window would miss the new
+        // leader's release and, as the next transfer's target, leave
+        // the election leaderless for the rest of its old window
+        // (conformance: transfers_in_a_row_reach_their_targets).
+        let left = if self.store.capabilities().push_acquisitions {
+            left
+        } else {
+            left.min(jittered(self.timing().push_down_poll))
+        };
+        Some(left + self.timing().settle)
+    }
+
+    /// How long a follower that is not the designated successor still waits
+    /// before it tries, for a lease that `r` shows free; `None`: try now.
+    ///
+    /// The grace counts from when this follower first saw the lease free, not
+    /// from the expiry the record states: etcd deletes an expired key up to
+    /// ~0.5 s after the estimated expiry, so by the stated time every
+    /// follower's grace would have passed when the key went, and all would
+    /// try at once.
+    fn succession_grace_left(&mut self, r: &LeaseRecord) -> Option<Duration> {
+        let now = self.now();
+        let since = match self.follower.free_since {
+            Some((term, since)) if term == r.term => since,
+            _ => {
+                self.follower.free_since = Some((r.term, now));
+                now
+            }
+        };
+        let free_for = now.saturating_sub(since);
+        // With push the successor hears of the change in milliseconds;
+        // without it, within a poll period.
+        let grace = if self.changes.is_some() {
+            self.timing().push_succession_grace
+        } else {
+            self.timing().succession_grace
+        };
+        (free_for < grace).then(|| {
+            (grace - free_for).min(jittered(self.timing().poll_period)) + self.timing().settle
+        })
+    }
+}
