@@ -212,7 +212,7 @@ impl Protocol {
         match op {
             CallOp::Acquire if ok => {
                 if at_deadline && left == 0 {
-                    // Too late to act on: give it back (campaign.rs
+                    // Too late to act on: give it back (campaign/acquire.rs
                     // `release_stale`).
                     self.release(s, i, term, None);
                 } else {
@@ -383,7 +383,7 @@ impl Model for Protocol {
                     if c.call.is_none() && room && self.looks_free(s, i) {
                         actions.push(Action::SendAcquire(me));
                     }
-                    // A follower's call is bounded by ttl/2 (campaign.rs
+                    // A follower's call is bounded by ttl/2 (campaign/follow.rs
                     // `finishing_call`); its request may still land later.
                     if c.call.is_some_and(|call| call.age >= p.ttl / 2) {
                         actions.push(Action::GiveUp(me));
