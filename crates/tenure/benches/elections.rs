@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use sqlx::Row;
 use tenure::store::sql::SqlStore;
 use tenure::store::{DynStore, StoreOptions};
-use tenure::testing::{servers, Instrumented};
+use tenure::testing::Instrumented;
 use tenure::Elector;
+use tenure_testsupport::servers;
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));

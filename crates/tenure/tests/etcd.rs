@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, StoreOptions};
-use tenure::testing::servers;
 use tenure::{Elector, Error};
+use tenure_testsupport::servers;
 use tenure_testsupport::EtcdCluster;
 
 fn opts() -> StoreOptions {

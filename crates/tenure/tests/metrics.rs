@@ -222,7 +222,7 @@ async fn push_channel_state_is_a_gauge() {
     values();
     if let Err(why) = Kind::Redis.available() {
         assert!(
-            !tenure::testing::servers::required(),
+            !tenure_testsupport::servers::required(),
             "required in CI: {why}"
         );
         eprintln!("SKIPPED: {why}");

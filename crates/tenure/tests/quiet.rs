@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use tenure::store::{DynStore, LeaseStore, StoreOptions};
-use tenure::testing::{servers, Instrumented, Op};
+use tenure::testing::{Instrumented, Op};
 use tenure::Elector;
+use tenure_testsupport::servers;
 
 async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOptions) {
     let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {

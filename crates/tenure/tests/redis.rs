@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, Acquire, Claim, DynStore, ElectionKey, StoreOptions, Tenure};
-use tenure::testing::servers;
 use tenure::Error;
+use tenure_testsupport::servers;
 use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 
 /// A private `redis-server` (see `tenure-testsupport`), or `None` after

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tenure::store::sql::SqlStore;
 use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, StoreOptions, Tenure};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 const N: usize = 40;
 

@@ -357,9 +357,10 @@ mod tests {
     /// sent, like keep-alives, so the caller runs a round of its own.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_grant_in_flight_is_not_fresh_for_a_later_caller() {
-        let Some(etcd) =
-            tenure_testsupport::EtcdCluster::start_or_skip(1, crate::testing::servers::required())
-        else {
+        let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(
+            1,
+            tenure_testsupport::servers::required(),
+        ) else {
             return;
         };
         let upstream = etcd.url().trim_start_matches("etcd://").to_string();
