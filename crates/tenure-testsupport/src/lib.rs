@@ -2,14 +2,16 @@
 //! servers' URLs and the rule for a missing one, and private database
 //! servers started from the installed binaries ([`servers`]), private etcd
 //! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]), a throwaway
-//! certificate authority for TLS tests ([`tls`]), and a `metrics` recorder
-//! that reads what electors and stores count ([`metrics`]).
+//! certificate authority for TLS tests ([`tls`]), a `metrics` recorder
+//! that reads what electors and stores count ([`metrics`]), and a bare HTTP
+//! GET ([`http`]).
 //!
 //! A missing server, shared or private, fails the run in CI (`CI=true`) or
 //! with `TENURE_REQUIRE_SERVERS=1`, and skips the test with a printed reason
 //! otherwise: see [`servers::required`].
 
 pub mod etcd;
+pub mod http;
 pub mod metrics;
 pub mod proxy;
 pub mod servers;

@@ -7,9 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tenure::store::LeaseStore;
+use tenure_testsupport::http::get;
 use tenure_testsupport::metrics::{TestRecorder, Values};
-mod http_get;
-use http_get::get;
 
 /// The process's recorder, installed once (the facade takes one per process).
 fn values() -> Values {
