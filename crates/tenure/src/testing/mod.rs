@@ -155,18 +155,6 @@ async fn wait_expired(store: &DynStore, key: &ElectionKey, within: Duration) -> 
     }
 }
 
-/// Waits, with a deadline, until `cond` holds.
-pub async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < within,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
 /// How a store's capabilities stretch the suite's durations.
 #[derive(Clone, Copy, Debug)]
 struct Timing {
