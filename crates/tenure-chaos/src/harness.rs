@@ -8,9 +8,9 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tenure::store::{DynStore, ElectionKey, StoreOptions, Tenure};
+use tenure_testsupport::proxy::Proxy;
 
 use crate::history::{append, Fault};
-use crate::proxy::{Mode, Proxy};
 use crate::server::{Kind, Private, Server, ServerOptions};
 use crate::shared_clock;
 
@@ -224,9 +224,7 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     let mut url_for = Vec::new();
     for _ in 0..args.candidates {
         if is_server {
-            let p = Proxy::start(host_port.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+            let p = Proxy::start(&host_port).await.map_err(|e| e.to_string())?;
             url_for.push(upstream_url.replacen(&host_port, &format!("127.0.0.1:{}", p.port), 1));
             proxies.push(Some(p));
         } else {
@@ -643,15 +641,14 @@ impl Run {
             "latency" | "blackhole" | "cut" => {
                 let hold = self.hold();
                 let latency = self.args.ttl.mul_f64(self.rng.gen_range(0.3..1.2));
-                let mode = match kind {
-                    "latency" => Mode::Latency,
-                    "blackhole" => Mode::Blackhole,
-                    _ => Mode::Cut,
-                };
                 if let Some(p) = &self.proxies[idx] {
-                    p.set(mode, latency);
+                    match kind {
+                        "latency" => p.set_delay(latency),
+                        "blackhole" => p.set_blackhole(true),
+                        _ => p.set_cut(true),
+                    }
                     tokio::time::sleep(hold).await;
-                    p.set(Mode::Pass, Duration::ZERO);
+                    p.pass();
                 }
                 let detail = if kind == "latency" {
                     format!("{latency:?} added for {hold:?}")

@@ -11,7 +11,6 @@ mod candidate;
 mod check;
 mod harness;
 mod history;
-mod proxy;
 mod report;
 mod resource;
 mod server;

@@ -450,9 +450,9 @@ async fn main() {
     let mut stores = if o.stores.is_empty() {
         vec![
             format!("sqlite://{}", dir.path().join("bench.db").display()),
-            tenure::testing::servers::mysql_url(),
-            tenure::testing::servers::postgres_url(),
-            tenure::testing::servers::redis_url(),
+            tenure_testsupport::servers::mysql_url(),
+            tenure_testsupport::servers::postgres_url(),
+            tenure_testsupport::servers::redis_url(),
             "etcd".to_string(),
         ]
     } else {

@@ -564,9 +564,9 @@ async fn main() {
     println!("requests/s by the servers' own counters, the benchmark's sampling subtracted; the counters are server-wide, so other users of the servers during the run inflate them");
     let mut stores = if o.stores.is_empty() {
         vec![
-            tenure::testing::servers::mysql_url(),
-            tenure::testing::servers::postgres_url(),
-            tenure::testing::servers::redis_url(),
+            tenure_testsupport::servers::mysql_url(),
+            tenure_testsupport::servers::postgres_url(),
+            tenure_testsupport::servers::redis_url(),
             "etcd".into(),
         ]
     } else {

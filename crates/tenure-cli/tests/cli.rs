@@ -5,7 +5,7 @@ mod common;
 
 use common::{tenure, text};
 use tenure::store::LeaseStoreExt;
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 fn assert_fails(args: &[&str], code: i32, needles: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
@@ -1237,7 +1237,7 @@ async fn status_says_whether_push_gets_through() {
     use tenure_testsupport::servers::{Kind, Server, ServerOptions};
     if let Err(why) = Kind::Redis.available() {
         assert!(
-            !tenure::testing::servers::required(),
+            !tenure_testsupport::servers::required(),
             "required in CI: {why}"
         );
         eprintln!("SKIPPED: {why}");

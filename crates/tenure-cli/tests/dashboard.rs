@@ -21,7 +21,7 @@ use common::{migrated_tables, postgres_behind_a_proxy, spawn_tenure, tenure};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "dashboard-test-token";

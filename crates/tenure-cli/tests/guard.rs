@@ -24,7 +24,7 @@ fn bin() -> String {
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use tenure::store::{DynStore, ElectionKey, LeaseStoreExt, StoreOptions};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 /// Tests whose assertions are latencies of a few milliseconds run one at a
 /// time, so they measure the guard, not the other tests on two cores.

@@ -12,7 +12,7 @@ use common::{alive, spawn_tenure, tenure, text, wait_until, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 fn sqlite_url(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("t.db").display())

@@ -14,7 +14,7 @@ use common::{
     migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, text, wait_until, Serve, BIN,
 };
 use serde_json::Value;
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 /// One HTTP/1.1 request; returns status and body.
 fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{tenure, text, BIN};
 use sqlx::{Connection, Executor};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 
 fn unique(stem: &str) -> String {

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::{tenure, text};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 use tenure_testsupport::ZkEnsemble;
 use zookeeper_client::{Acls, Client, CreateMode};
 

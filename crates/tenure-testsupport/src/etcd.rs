@@ -192,7 +192,7 @@ impl EtcdCluster {
 
     /// Starts a cluster, or returns `None` after printing SKIPPED when etcd
     /// is not installed. Panics instead when `required` (the tests' policy,
-    /// e.g. `tenure::testing::servers::required()`) or when the start fails.
+    /// e.g. [`crate::servers::required`]) or when the start fails.
     pub fn start_or_skip(n: usize, required: bool) -> Option<Self> {
         if binary().is_none() {
             if required {

@@ -1,12 +1,18 @@
-//! Test support shared by tenure's crates (not published): private database
+//! Test support shared by tenure's crates (not published): the shared test
+//! servers' URLs and the rule for a missing one, and private database
 //! servers started from the installed binaries ([`servers`]), private etcd
-//! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]) and a throwaway certificate authority for TLS tests
-//! ([`tls`]).
+//! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]), a throwaway
+//! certificate authority for TLS tests ([`tls`]), a `metrics` recorder
+//! that reads what electors and stores count ([`metrics`]), and a bare HTTP
+//! GET ([`http`]).
 //!
-//! Whether a missing server binary fails a test or skips it is the tests'
-//! decision: see `tenure::testing::servers::required()`.
+//! A missing server, shared or private, fails the run in CI (`CI=true`) or
+//! with `TENURE_REQUIRE_SERVERS=1`, and skips the test with a printed reason
+//! otherwise: see [`servers::required`].
 
 pub mod etcd;
+pub mod http;
+pub mod metrics;
 pub mod proxy;
 pub mod servers;
 pub mod tls;

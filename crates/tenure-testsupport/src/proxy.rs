@@ -1,9 +1,12 @@
 //! A TCP proxy in front of a server that can be switched to swallow all
 //! traffic (a blackholed network, where connections stay open and nothing
-//! arrives) or to delay it (a slow network: everything arrives, in order,
-//! later). Bytes swallowed while it is on are gone, as on a real network
-//! whose packets are dropped past the retransmission limit: a stream protocol
-//! (HTTP/2, the PostgreSQL or MySQL protocol) then sees a broken connection.
+//! arrives), to delay it (a slow network: everything arrives, in order,
+//! later), to close its connections ([`Proxy::reset`]) or to cut the link
+//! (connections closed and new ones refused). Bytes swallowed while the
+//! blackhole is on are gone, as on a real network whose packets are dropped
+//! past the retransmission limit: a stream protocol (HTTP/2, the PostgreSQL
+//! or MySQL protocol) then sees a broken connection. The tests and the chaos
+//! harness's network faults use it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,10 +16,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The proxy; it runs on the current tokio runtime until that ends.
+#[derive(Debug)]
 pub struct Proxy {
     /// The local port clients connect to (on 127.0.0.1).
     pub port: u16,
     blackhole: Arc<AtomicBool>,
+    /// New connections are closed at once.
+    cut: Arc<AtomicBool>,
     /// Milliseconds each chunk waits, in each direction.
     delay_ms: Arc<AtomicU64>,
     /// The copying tasks of the connections so far (aborted by `reset`).
@@ -30,16 +36,31 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let blackhole = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let upstream = upstream.to_string();
         let pipes: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (bh, delay, tasks) = (blackhole.clone(), delay_ms.clone(), pipes.clone());
+        let (bh, refuse, delay, tasks) = (
+            blackhole.clone(),
+            cut.clone(),
+            delay_ms.clone(),
+            pipes.clone(),
+        );
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if refuse.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
                 let upstream = upstream.clone();
-                let (bh, delay, tasks) = (bh.clone(), delay.clone(), tasks.clone());
+                let (bh, refuse, delay, tasks) =
+                    (bh.clone(), refuse.clone(), delay.clone(), tasks.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&upstream).await {
+                        // Cut while connecting upstream: close this one too.
+                        if refuse.load(Ordering::SeqCst) {
+                            return;
+                        }
                         let (cr, cw) = client.into_split();
                         let (sr, sw) = server.into_split();
                         let up = pipe(cr, sw, bh.clone(), delay.clone());
@@ -54,6 +75,7 @@ impl Proxy {
         Ok(Proxy {
             port,
             blackhole,
+            cut,
             delay_ms,
             pipes,
         })
@@ -70,6 +92,22 @@ impl Proxy {
         {
             task.abort();
         }
+    }
+
+    /// Cuts the link (`true`): closes every connection and refuses new ones
+    /// (accepted and closed at once) until called with `false`.
+    pub fn set_cut(&self, on: bool) {
+        self.cut.store(on, Ordering::SeqCst);
+        if on {
+            self.reset();
+        }
+    }
+
+    /// Ends every fault: no cut, no blackhole, no delay.
+    pub fn pass(&self) {
+        self.set_cut(false);
+        self.set_blackhole(false);
+        self.set_delay(Duration::ZERO);
     }
 
     /// Swallows (`true`) or forwards (`false`) all traffic from now on.

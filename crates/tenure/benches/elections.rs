@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 use sqlx::Row;
 use tenure::store::sql::SqlStore;
 use tenure::store::{DynStore, LeaseStoreExt, StoreOptions};
-use tenure::testing::{servers, Instrumented};
+use tenure::testing::Instrumented;
 use tenure::Elector;
+use tenure_testsupport::metrics::TestRecorder;
+use tenure_testsupport::servers;
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -143,12 +145,13 @@ async fn server_writes(url: &str) -> Option<i64> {
 }
 
 async fn renewals(url: &str, n: usize) {
-    let sql = Arc::new(
-        SqlStore::connect(url, &StoreOptions::default())
+    let counters = TestRecorder::new();
+    let store: DynStore = Arc::new(
+        counters
+            .scope(SqlStore::connect(url, &StoreOptions::default()))
             .await
             .expect("store"),
     );
-    let store: DynStore = sql.clone();
     let tag = rand::random::<u32>();
     let electors: Vec<Elector> = (0..n)
         .map(|i| {
@@ -166,13 +169,13 @@ async fn renewals(url: &str, n: usize) {
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (s0, w0, t0) = (
-        sql.renew_statements(),
+        counters.statements("renew"),
         server_writes(url).await,
         Instant::now(),
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
     let secs = t0.elapsed().as_secs_f64();
-    let renew_rate = (sql.renew_statements() - s0) as f64 / secs;
+    let renew_rate = (counters.statements("renew") - s0) as f64 / secs;
     let server = match (w0, server_writes(url).await) {
         (Some(a), Some(b)) => format!("{:.1}/s", (b - a) as f64 / secs),
         _ => "n/a".into(),

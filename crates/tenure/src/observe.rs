@@ -337,7 +337,8 @@ mod tests {
 
     #[tokio::test]
     async fn reports_leaders_releases_and_outages_without_writing() {
-        let memory = Arc::new(MemoryStore::new());
+        let recorder = tenure_testsupport::metrics::TestRecorder::new();
+        let memory = Arc::new(recorder.scope_sync(MemoryStore::new));
         let store = Arc::new(Instrumented::new(memory.clone()));
         let key = ElectionKey::new("default", "job");
         let opts = ObserveOptions {
@@ -361,7 +362,7 @@ mod tests {
         let Acquire::Acquired(rec) = store.try_acquire(&claim).await.unwrap() else {
             panic!()
         };
-        let writes = memory.writes();
+        let writes = recorder.statements("lease_write");
         assert_eq!(
             next(&mut o).await,
             Change::Leader {
@@ -388,7 +389,7 @@ mod tests {
             .unwrap());
         assert_eq!(next(&mut o).await, Change::NoLeader { key, last_term: 1 });
         assert_eq!(
-            memory.writes(),
+            recorder.statements("lease_write"),
             writes + 1,
             "only the test's release wrote; the observer never writes"
         );

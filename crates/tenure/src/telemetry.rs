@@ -24,6 +24,16 @@
 //!   HTTP API's election reads, one of which precedes every `GET /metrics`
 //!   answer. A steady elector alone reads no member list, so without the
 //!   HTTP API the value is as of the last read.
+//! - `tenure_store_statements_total{store,statement}`: calls a store sent
+//!   to its server, by kind (`sqlite`, `mysql`, `postgres`, `redis`,
+//!   `etcd`, `memory`) and by what they do: `renew`, `heartbeat` and `reap`
+//!   statements (SQL), script calls (Redis) or transactions (etcd), where
+//!   the calls of one instant share one; etcd's `keepalive` rounds (and
+//!   lease grants), `heartbeat_read`s (a heartbeat that read the key first)
+//!   and batched `member_read`s; the memory store's `lease_write`s
+//!   (acquire, renew, release and hand-over attempts) and `member_write`s.
+//!   A store registers these when it is built, with the recorder current
+//!   then.
 //!
 //! [`Elector::members`]: crate::Elector::members
 //!
@@ -70,6 +80,14 @@ pub(crate) fn store_error(what: &str) {
         _ => "other",
     };
     metrics::counter!("tenure_store_errors_total", "kind" => kind).increment(1);
+}
+
+/// The counter of the `statement` calls a store of kind `store` sends (see
+/// the module docs); registered now, with the current recorder.
+// Not every store is compiled in every build.
+#[allow(dead_code)]
+pub(crate) fn store_statements(store: &'static str, statement: &'static str) -> metrics::Counter {
+    metrics::counter!("tenure_store_statements_total", "store" => store, "statement" => statement)
 }
 
 /// A member list just read: how many of its members are live.

@@ -10,7 +10,8 @@
 use std::sync::{Arc, OnceLock};
 
 use tenure::store::{memory::MemoryStore, DynStore, StoreOptions};
-use tenure::testing::{servers, Conformance};
+use tenure::testing::Conformance;
+use tenure_testsupport::servers;
 
 fn memory_suite() -> Conformance {
     // A memory store is private to one "connection", so share one instance.

@@ -62,12 +62,12 @@ async fn renews_every_third_of_the_ttl_and_keeps_the_term() {
         .await
         .unwrap()
         .unwrap();
-    let writes_before = w.memory.writes();
+    let writes_before = w.writes();
     w.advance(Duration::from_secs(60), Duration::from_millis(250))
         .await;
     assert!(e.is_leader());
     assert_eq!(e.term(), Some(1), "renewals never change the term");
-    let renewals = w.memory.writes() - writes_before;
+    let renewals = w.writes() - writes_before;
     // 60 s / (10 s / 3) = 18 renewals, give or take one at the edges.
     assert!((17..=19).contains(&renewals), "{renewals} renewals in 60s");
 }
@@ -81,7 +81,7 @@ async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
         .unwrap()
         .unwrap();
     w.store.set_unavailable(true);
-    let writes_before = w.memory.writes();
+    let writes_before = w.writes();
     w.advance(Duration::from_millis(9800), Duration::from_millis(100))
         .await;
     assert!(
@@ -92,7 +92,7 @@ async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
         .await;
     assert!(!e.is_leader(), "stepped down at the deadline");
     assert_eq!(
-        w.memory.writes(),
+        w.writes(),
         writes_before,
         "the failing store saw no successful writes"
     );
@@ -139,11 +139,11 @@ async fn follower_writes_nothing_while_the_lease_is_held_and_takes_over_at_expir
             term: 1
         }
     );
-    let writes = w.memory.writes();
+    let writes = w.writes();
     w.advance(Duration::from_millis(9990), Duration::from_millis(30))
         .await;
     assert_eq!(
-        w.memory.writes(),
+        w.writes(),
         writes,
         "followers only read while the lease is held"
     );
@@ -152,7 +152,7 @@ async fn follower_writes_nothing_while_the_lease_is_held_and_takes_over_at_expir
         .await;
     eventually("takeover right after expiry", || e.is_leader()).await;
     assert!(w.clock.now() - acquired_at <= TTL + Duration::from_millis(30));
-    assert_eq!(w.memory.writes(), writes + 1, "one write per takeover");
+    assert_eq!(w.writes(), writes + 1, "one write per takeover");
     assert_eq!(e.term(), Some(2));
 }
 

@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, StoreOptions};
-use tenure::testing::servers;
 use tenure::{Elector, Error};
+use tenure_testsupport::metrics::TestRecorder;
+use tenure_testsupport::servers;
 use tenure_testsupport::EtcdCluster;
 
 fn opts() -> StoreOptions {
@@ -112,12 +113,13 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
-    let etcd = Arc::new(
-        EtcdStore::connect(&server.url(), &opts())
+    let counters = TestRecorder::new();
+    let store: DynStore = Arc::new(
+        counters
+            .scope(EtcdStore::connect(&server.url(), &opts()))
             .await
             .expect("store"),
     );
-    let store: DynStore = etcd.clone();
     let ttl = Duration::from_secs(2);
     let electors: Vec<Elector> = (0..20)
         .map(|i| {
@@ -153,16 +155,16 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
     assert!(leases <= 2, "{leases} etcd leases for 20 elections");
 
     // Count keep-alive rounds over 9 renew periods (ttl/3 each).
-    let before = etcd.keep_alive_rounds();
-    let txns_before = etcd.renewal_transactions();
-    let beats_before = etcd.heartbeat_transactions();
-    let reads_before = etcd.heartbeat_reads();
+    let before = counters.statements("keepalive");
+    let txns_before = counters.statements("renew");
+    let beats_before = counters.statements("heartbeat");
+    let reads_before = counters.statements("heartbeat_read");
     let window = Duration::from_secs(6);
     tokio::time::sleep(window).await;
-    let rounds = etcd.keep_alive_rounds() - before;
-    let txns = etcd.renewal_transactions() - txns_before;
-    let beats = etcd.heartbeat_transactions() - beats_before;
-    let beat_reads = etcd.heartbeat_reads() - reads_before;
+    let rounds = counters.statements("keepalive") - before;
+    let txns = counters.statements("renew") - txns_before;
+    let beats = counters.statements("heartbeat") - beats_before;
+    let beat_reads = counters.statements("heartbeat_read") - reads_before;
     let periods = (window.as_millis() / (ttl / 3).as_millis()) as u64;
     eprintln!(
         "keep-alive rounds in {window:?}: {rounds} for 20 elections ({periods} renew periods; unshared: >= {})",

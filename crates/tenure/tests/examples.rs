@@ -116,8 +116,8 @@ async fn fenced_worker_hands_over_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_worker_hands_over_on_postgres() {
-    let url = tenure::testing::servers::postgres_url();
-    if tenure::testing::servers::connect_or_skip(&url, &StoreOptions::default())
+    let url = tenure_testsupport::servers::postgres_url();
+    if tenure_testsupport::servers::connect_or_skip(&url, &StoreOptions::default())
         .await
         .is_some()
     {

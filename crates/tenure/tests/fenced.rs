@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use sqlx::Executor;
 use tenure::store::sql::SqlStore;
 use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore, StoreOptions, Tenure};
-use tenure::testing::servers;
+use tenure_testsupport::servers;
 
 fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
     Claim {

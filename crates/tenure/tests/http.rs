@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-mod http_get;
-use http_get::get;
+use tenure_testsupport::http::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]

@@ -3,107 +3,18 @@
 //! a leader's gauges while it leads and after it steps down, and
 //! `tenure_members` as of a `GET /metrics` of the HTTP API.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
 use tenure::store::LeaseStoreExt;
-
-use metrics::{
-    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
-    SharedString, Unit,
-};
-
-mod http_get;
-use http_get::get;
-
-type Values = Arc<Mutex<BTreeMap<String, f64>>>;
-
-/// One series: gauges keep the last value, counters the total, histograms
-/// the number of samples.
-struct Series {
-    name: String,
-    values: Values,
-}
-
-impl Series {
-    fn update(&self, f: impl FnOnce(f64) -> f64) {
-        let mut v = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        let x = v.entry(self.name.clone()).or_insert(0.0);
-        *x = f(*x);
-    }
-}
-
-impl GaugeFn for Series {
-    fn increment(&self, by: f64) {
-        self.update(|x| x + by);
-    }
-    fn decrement(&self, by: f64) {
-        self.update(|x| x - by);
-    }
-    fn set(&self, to: f64) {
-        self.update(|_| to);
-    }
-}
-
-impl CounterFn for Series {
-    fn increment(&self, by: u64) {
-        self.update(|x| x + by as f64);
-    }
-    fn absolute(&self, to: u64) {
-        self.update(|_| to as f64);
-    }
-}
-
-impl HistogramFn for Series {
-    fn record(&self, _: f64) {
-        self.update(|x| x + 1.0);
-    }
-}
-
-/// Records every series as `name{label="value",...}` → value.
-#[derive(Default)]
-struct TestRecorder {
-    values: Values,
-}
-
-impl TestRecorder {
-    fn series(&self, key: &Key) -> Arc<Series> {
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}=\"{}\"", l.key(), l.value()))
-            .collect();
-        Arc::new(Series {
-            name: format!("{}{{{}}}", key.name(), labels.join(",")),
-            values: Arc::clone(&self.values),
-        })
-    }
-}
-
-impl Recorder for TestRecorder {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::from_arc(self.series(key))
-    }
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(self.series(key))
-    }
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(self.series(key))
-    }
-}
+use tenure_testsupport::http::get;
+use tenure_testsupport::metrics::{TestRecorder, Values};
 
 /// The process's recorder, installed once (the facade takes one per process).
 fn values() -> Values {
     static VALUES: OnceLock<Values> = OnceLock::new();
     VALUES
-        .get_or_init(|| {
-            let recorder = TestRecorder::default();
-            let values = Arc::clone(&recorder.values);
-            metrics::set_global_recorder(recorder).expect("no other recorder in this test binary");
-            values
-        })
+        .get_or_init(|| TestRecorder::new().install_global())
         .clone()
 }
 
@@ -223,7 +134,7 @@ async fn push_channel_state_is_a_gauge() {
     values();
     if let Err(why) = Kind::Redis.available() {
         assert!(
-            !tenure::testing::servers::required(),
+            !tenure_testsupport::servers::required(),
             "required in CI: {why}"
         );
         eprintln!("SKIPPED: {why}");

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use tenure::store::{DynStore, LeaseStore, LeaseStoreExt, StoreOptions};
-use tenure::testing::{servers, Instrumented, Op};
+use tenure::testing::{Instrumented, Op};
 use tenure::Elector;
+use tenure_testsupport::metrics::TestRecorder;
+use tenure_testsupport::servers;
 
 async fn follower_reads_only_at_expiry(name: &str, url: String, options: StoreOptions) {
     let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
@@ -770,7 +772,6 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_follower_sends_one_heartbeat_per_ttl() {
-    use tenure::store::etcd::EtcdStore;
     let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(1, servers::required()) else {
         return;
     };
@@ -778,7 +779,9 @@ async fn etcd_follower_sends_one_heartbeat_per_ttl() {
     let leader_store = tenure::store::connect(&etcd.url(), &options)
         .await
         .expect("leader's store");
-    let follower_store = tenure::store::connect(&etcd.url(), &options)
+    let follower_counters = TestRecorder::new();
+    let follower_store = follower_counters
+        .scope(tenure::store::connect(&etcd.url(), &options))
         .await
         .expect("follower's store");
     let counted = Arc::new(Instrumented::new(follower_store.clone()));
@@ -806,19 +809,19 @@ async fn etcd_follower_sends_one_heartbeat_per_ttl() {
     }
     // Past the first registration and first reads.
     tokio::time::sleep(ttl * 2).await;
-    let etcd_store = follower_store
-        .downcast_ref::<EtcdStore>()
-        .expect("an etcd store");
     let reads = || counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead);
     let (reads_before, calls_before) = (reads(), counted.total_calls());
-    let rounds_before = etcd_store.keep_alive_rounds();
-    let beats_before = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads();
+    let heartbeats = || {
+        follower_counters.statements("heartbeat") + follower_counters.statements("heartbeat_read")
+    };
+    let rounds_before = follower_counters.statements("keepalive");
+    let beats_before = heartbeats();
     let ttls = 6;
     tokio::time::sleep(ttl * ttls).await;
     let reads = reads() - reads_before;
     let calls = counted.total_calls() - calls_before;
-    let rounds = etcd_store.keep_alive_rounds() - rounds_before;
-    let beats = etcd_store.heartbeat_transactions() + etcd_store.heartbeat_reads() - beats_before;
+    let rounds = follower_counters.statements("keepalive") - rounds_before;
+    let beats = heartbeats() - beats_before;
     eprintln!(
         "etcd follower in {ttls} TTLs: {calls} store calls ({reads} reads), \
          {rounds} keep-alive rounds, {beats} heartbeat transactions"
@@ -1156,6 +1159,8 @@ async fn questions(admin: &mut sqlx::MySqlConnection) -> i64 {
 struct PrivateMariaDb {
     url: String,
     leader: tenure::store::sql::SqlStore,
+    /// Sees the leader's store's statement counters.
+    leader_counters: TestRecorder,
     follower: tenure::store::sql::SqlStore,
     // Last: the stores close before the server stops.
     _server: tenure_testsupport::servers::Server,
@@ -1169,7 +1174,9 @@ impl PrivateMariaDb {
         let server = private_server(Kind::MariaDb, ServerOptions::default())?;
         let url = server.url();
         let options = StoreOptions::default();
-        let leader = SqlStore::connect(&url, &options)
+        let leader_counters = TestRecorder::new();
+        let leader = leader_counters
+            .scope(SqlStore::connect(&url, &options))
             .await
             .expect("leader store");
         let follower = SqlStore::connect(&url, &options)
@@ -1178,6 +1185,7 @@ impl PrivateMariaDb {
         Some(Self {
             url,
             leader,
+            leader_counters,
             follower,
             _server: server,
         })
@@ -1248,6 +1256,7 @@ async fn mariadb_dropped_store_stops_its_lock_waiters() {
         leader: _leader,
         follower,
         _server,
+        ..
     } = db;
     let mut admin = sqlx::MySqlConnection::connect(&url).await.expect("admin");
     // The leader takes its lock just after acquiring; a read of the lease it
@@ -1696,6 +1705,7 @@ async fn mariadb_follower_lock_wait_is_cheap() {
     let PrivateMariaDb {
         url,
         leader,
+        leader_counters,
         follower,
         ..
     } = &db;
@@ -1714,7 +1724,7 @@ async fn mariadb_follower_lock_wait_is_cheap() {
         let a = questions(&mut admin).await;
         questions(&mut admin).await - a
     };
-    let renewals_before = leader.renew_statements();
+    let renewals_before = leader_counters.statements("renew");
     let (before, connections_before) = counters(&mut admin).await;
     let mut reads = 0;
     let start = Instant::now();
@@ -1726,7 +1736,7 @@ async fn mariadb_follower_lock_wait_is_cheap() {
     }
     let (after, connections_after) = counters(&mut admin).await;
     let all = after - before - idle;
-    let renewals = (leader.renew_statements() - renewals_before) as i64;
+    let renewals = (leader_counters.statements("renew") - renewals_before) as i64;
     let connections = connections_after - connections_before;
     let waiter = all - reads - renewals;
     eprintln!(

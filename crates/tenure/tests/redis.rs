@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use tenure::store::{
     connect, Acquire, Claim, DynStore, ElectionKey, LeaseStoreExt, StoreOptions, Tenure,
 };
-use tenure::testing::servers;
 use tenure::Error;
+use tenure_testsupport::metrics::TestRecorder;
+use tenure_testsupport::servers;
 use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 
 /// A private `redis-server` (see `tenure-testsupport`), or `None` after
@@ -428,8 +429,13 @@ async fn renewals_of_one_process_share_a_script_call() {
     let Some(_) = servers::connect_or_skip(&url, &StoreOptions::default()).await else {
         return;
     };
+    let recorder = TestRecorder::new();
     let store = std::sync::Arc::new(
-        tenure::store::redis::RedisStore::connect(&url, &StoreOptions::default())
+        recorder
+            .scope(tenure::store::redis::RedisStore::connect(
+                &url,
+                &StoreOptions::default(),
+            ))
             .await
             .expect("connect"),
     );
@@ -460,9 +466,9 @@ async fn renewals_of_one_process_share_a_script_call() {
         .await
         .expect("request")
         .expect("held");
-    let before = store.renew_calls();
+    let before = recorder.statements("renew");
     let results = futures_util::future::join_all(tenures.iter().map(|t| store.renew(t, ttl))).await;
-    let calls = store.renew_calls() - before;
+    let calls = recorder.statements("renew") - before;
     for (i, r) in results.into_iter().enumerate() {
         assert_eq!(r.expect("renew"), i != 7, "lease {i}");
     }
@@ -489,14 +495,14 @@ async fn renewals_of_one_process_share_a_script_call() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (renews, beats, reaps) = (
-        store.renew_calls(),
-        store.heartbeat_calls(),
-        store.reap_calls(),
+        recorder.statements("renew"),
+        recorder.statements("heartbeat"),
+        recorder.statements("reap"),
     );
     tokio::time::sleep(ttl * 3).await;
-    let renews = store.renew_calls() - renews;
-    let beats = store.heartbeat_calls() - beats;
-    let reaps = store.reap_calls() - reaps;
+    let renews = recorder.statements("renew") - renews;
+    let beats = recorder.statements("heartbeat") - beats;
+    let reaps = recorder.statements("reap") - reaps;
     // Nine grid instants (ten if the window straddles one), a straggler or
     // two: not 360. No heartbeats while leading, a reap every 30 TTLs: none
     // or a few (the bounds below are from when leaders heartbeated).

@@ -2,8 +2,8 @@
 //! does not exist give errors that name the problem and never the password.
 
 use tenure::store::{connect, StoreOptions};
-use tenure::testing::servers;
 use tenure::Error;
+use tenure_testsupport::servers;
 
 /// `url` with its path (the database) replaced.
 fn with_database(url: &str, db: &str) -> String {

@@ -9,7 +9,8 @@ use tenure::store::sql::SqlStore;
 use tenure::store::{
     Acquire, Claim, ElectionKey, Handover, LeaseStore, LeaseStoreExt, StoreOptions, Tenure,
 };
-use tenure::testing::servers;
+use tenure_testsupport::metrics::TestRecorder;
+use tenure_testsupport::servers;
 
 const N: usize = 40;
 
@@ -19,8 +20,10 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
     let urls = servers::sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
+        let recorder = TestRecorder::new();
         let store = std::sync::Arc::new(
-            SqlStore::connect(&url, &StoreOptions::default())
+            recorder
+                .scope(SqlStore::connect(&url, &StoreOptions::default()))
                 .await
                 .unwrap(),
         );
@@ -54,10 +57,10 @@ async fn one_unmatched_lease_costs_at_most_one_more_statement() {
             .await
             .unwrap()
             .unwrap();
-        let before = store.renew_statements();
+        let before = recorder.statements("renew");
         let results =
             futures_util::future::join_all(tenures.iter().map(|t| store.renew(t, ttl))).await;
-        let statements = store.renew_statements() - before;
+        let statements = recorder.statements("renew") - before;
         for (i, r) in results.into_iter().enumerate() {
             assert_eq!(r.unwrap(), i != 7, "{url}: lease {i}");
         }
@@ -124,14 +127,16 @@ async fn heartbeats_of_one_process_share_a_statement() {
     let dir = tempfile::tempdir().unwrap();
     let run = format!("{:x}", std::process::id());
     for url in servers::sql_urls(dir.path()).await {
+        let recorder = TestRecorder::new();
         let store = std::sync::Arc::new(
-            SqlStore::connect(&url, &StoreOptions::default())
+            recorder
+                .scope(SqlStore::connect(&url, &StoreOptions::default()))
                 .await
                 .unwrap(),
         );
         let ttl = Duration::from_secs(1);
-        let before = store.heartbeat_statements();
-        let reaps_before = store.reap_statements();
+        let before = recorder.statements("heartbeat");
+        let reaps_before = recorder.statements("reap");
         let electors: Vec<tenure::Elector> = (0..N)
             .map(|i| {
                 tenure::Elector::builder(store.clone())
@@ -143,8 +148,8 @@ async fn heartbeats_of_one_process_share_a_statement() {
             })
             .collect();
         tokio::time::sleep(ttl * 3).await;
-        let sent = store.heartbeat_statements() - before;
-        let reaps = store.reap_statements() - reaps_before;
+        let sent = recorder.statements("heartbeat") - before;
+        let reaps = recorder.statements("reap") - reaps_before;
         assert_eq!(
             reaps, 0,
             "{url}: {reaps} reap statements for {N} leaders in their first three TTLs"

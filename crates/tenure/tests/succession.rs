@@ -53,7 +53,7 @@ async fn a_crash_failover_among_50_candidates_takes_one_write() {
     settle().await;
     // The leader dies without releasing (as if killed).
     leader.shutdown().await.unwrap();
-    let writes = w.memory.writes();
+    let writes = w.writes();
     w.advance(TTL + Duration::from_secs(1), Duration::from_millis(50))
         .await;
     eventually("a new leader", || followers.iter().any(|f| f.is_leader())).await;
@@ -65,7 +65,7 @@ async fn a_crash_failover_among_50_candidates_takes_one_write() {
         .map(|f| f.identity())
         .collect();
     assert_eq!(leaders, ["f00"], "the longest-serving live member succeeds");
-    let acquire_writes = w.memory.writes() - writes;
+    let acquire_writes = w.writes() - writes;
     eprintln!("lease writes for one failover among 50 candidates: {acquire_writes}");
     assert!(
         acquire_writes <= 3,

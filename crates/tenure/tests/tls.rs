@@ -7,15 +7,16 @@
 //! error that names the CA parameter and the fix; the no-verification mode
 //! connects anyway; a user that must present a client certificate gets in with
 //! one and is refused clearly without. Without the server binaries the tests
-//! print SKIPPED, or fail in CI (`tenure::testing::servers::required()`).
+//! print SKIPPED, or fail in CI (`tenure_testsupport::servers::required()`).
 
 use std::path::Path;
 use std::time::Instant;
 
 use sqlx::Connection;
 use tenure::store::{connect, StoreOptions};
-use tenure::testing::{servers::required, Conformance};
+use tenure::testing::Conformance;
 use tenure::Error;
+use tenure_testsupport::servers::required;
 use tenure_testsupport::{Kind, Server, ServerOptions, TestCa};
 
 const CERT_USER: &str = "tenure_cert";

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use tenure::store::{connect, Acquire, Claim, ElectionKey, LeaseStore, StoreOptions, Tenure};
-use tenure::testing::servers;
 use tenure::Elector;
+use tenure_testsupport::servers;
 use tenure_testsupport::ZkEnsemble;
 
 fn opts() -> StoreOptions {

@@ -159,7 +159,7 @@ pub use tenure_testsupport::proxy::Proxy;
 /// `None`, with the reason printed, where the server is missing and CI does
 /// not require it.
 pub async fn postgres_behind_a_proxy(password: Option<&str>) -> Option<(String, Proxy, String)> {
-    use tenure::testing::servers;
+    use tenure_testsupport::servers;
     let url = servers::postgres_url();
     servers::connect_or_skip(&url, &Default::default()).await?;
     let parsed = url::Url::parse(&url).expect("url");
@@ -227,7 +227,7 @@ fn etcd() -> Option<&'static tenure_testsupport::EtcdCluster> {
     static ETCD: std::sync::OnceLock<Option<tenure_testsupport::EtcdCluster>> =
         std::sync::OnceLock::new();
     ETCD.get_or_init(|| {
-        tenure_testsupport::EtcdCluster::start_or_skip(1, tenure::testing::servers::required())
+        tenure_testsupport::EtcdCluster::start_or_skip(1, tenure_testsupport::servers::required())
     })
     .as_ref()
 }
@@ -236,7 +236,7 @@ fn zk() -> Option<&'static tenure_testsupport::ZkEnsemble> {
     static ZK: std::sync::OnceLock<Option<tenure_testsupport::ZkEnsemble>> =
         std::sync::OnceLock::new();
     ZK.get_or_init(|| {
-        tenure_testsupport::ZkEnsemble::start_or_skip(1, tenure::testing::servers::required())
+        tenure_testsupport::ZkEnsemble::start_or_skip(1, tenure_testsupport::servers::required())
     })
     .as_ref()
 }
@@ -246,7 +246,7 @@ fn zk() -> Option<&'static tenure_testsupport::ZkEnsemble> {
 /// ZooKeeper for this test binary. `None`, with the reason printed, where
 /// the server is missing and CI does not require it.
 pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
-    use tenure::testing::servers;
+    use tenure_testsupport::servers;
     let url = match store {
         "sqlite" => format!("sqlite://{}", dir.join("tenure.db").display()),
         "mariadb" => servers::mysql_url(),

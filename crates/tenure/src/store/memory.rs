@@ -9,7 +9,6 @@
 //! [`Clock`]: crate::clock::Clock
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -113,8 +112,11 @@ pub struct MemoryStore {
     /// Store-clock microseconds at the clock's origin: makes times look like
     /// real epoch times without ever reading the wall clock.
     epoch_us: i64,
-    writes: Arc<AtomicU64>,
-    member_writes: Arc<AtomicU64>,
+    /// Conditional writes to leases (acquire, renew, release and hand-over
+    /// attempts) and writes to the member list (heartbeats, leaves, reaps)
+    /// that reached the store (`tenure_store_statements_total`).
+    writes: metrics::Counter,
+    member_writes: metrics::Counter,
 }
 
 impl Default for MemoryStore {
@@ -136,8 +138,8 @@ impl MemoryStore {
             clock,
             client_clock: None,
             epoch_us: 1_700_000_000_000_000,
-            writes: Arc::new(AtomicU64::new(0)),
-            member_writes: Arc::new(AtomicU64::new(0)),
+            writes: crate::telemetry::store_statements("memory", "lease_write"),
+            member_writes: crate::telemetry::store_statements("memory", "member_write"),
         }
     }
 
@@ -173,17 +175,6 @@ impl MemoryStore {
         }
     }
 
-    /// How many conditional writes to leases (acquire, renew, release and
-    /// hand-over attempts) reached the store.
-    pub fn writes(&self) -> u64 {
-        self.writes.load(Ordering::SeqCst)
-    }
-
-    /// How many writes to the member list (heartbeats, leaves, reaps) reached the store.
-    pub fn member_writes(&self) -> u64 {
-        self.member_writes.load(Ordering::SeqCst)
-    }
-
     fn now_us(&self) -> i64 {
         // The wall-clock bug's hook here: the client's clock decides.
         let clock = match &self.client_clock {
@@ -202,7 +193,7 @@ impl MemoryStore {
 
     /// The acquisition itself, under the table lock.
     fn acquire_now(&self, claim: &Claim) -> Result<Acquire> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         let row = t.leases.entry(claim.key.clone()).or_default();
@@ -325,7 +316,7 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         match t.leases.get_mut(&tenure.key) {
@@ -348,7 +339,7 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         match t.leases.get_mut(&tenure.key) {
@@ -393,7 +384,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<bool> {
         let reason = reason.as_str();
         let window_us = super::handover_window_us(window)?;
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         match t.leases.get_mut(&tenure.key) {
@@ -421,7 +412,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Option<LeaseRecord>> {
         let reason = reason.as_str();
         let window_us = super::handover_window_us(window)?;
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         match t.leases.get_mut(key) {
@@ -448,7 +439,7 @@ impl LeaseStore for MemoryStore {
 #[async_trait]
 impl Membership for MemoryStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        self.member_writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         let row = t
@@ -469,7 +460,7 @@ impl Membership for MemoryStore {
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
-        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        self.member_writes.increment(1);
         Ok(self
             .rows()
             .members
@@ -509,7 +500,7 @@ impl Membership for MemoryStore {
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
-        self.member_writes.fetch_add(1, Ordering::SeqCst);
+        self.member_writes.increment(1);
         let now = self.now_us();
         let mut t = self.rows();
         let before = t.members.len();

@@ -14,7 +14,7 @@
 /// `$setup` is an expression evaluated afresh in every test, giving a future
 /// whose output is a [`Conformance`](crate::testing::Conformance) or an
 /// `Option<Conformance>`: `None` skips the check (after the setup printed
-/// why, e.g. with [`connect_or_skip`](crate::testing::servers::connect_or_skip)).
+/// why, as this workspace's `tenure_testsupport::servers::connect_or_skip` does).
 /// Anything the store needs for the length of a check (a temporary directory,
 /// a private server) can live in the suite's factory closure: the suite is
 /// dropped when the check ends. The module imports its parent's names

@@ -1,11 +1,15 @@
 //! The conformance suite every [`LeaseStore`] must pass (feature `conformance`),
-//! and the test helpers around it.
+//! and [`Instrumented`], a wrapper that counts a store's calls and injects
+//! faults.
+//!
+//! **Unstable**: this module is not covered by semver. It is for store
+//! authors and this project's own tests, like object_store's `integration`
+//! module: checks are added, tightened and renamed in minor releases.
 //!
 //! Each check opens its own store connections through a factory (one connection
 //! per simulated process) and works in a fresh random namespace, so checks can
 //! run against a shared database without interfering, also at the same time.
-//! Checks panic with a message naming the violated property, in the manner of
-//! object_store's `integration` module.
+//! Checks panic with a message naming the violated property.
 //!
 //! [`conformance_tests!`](crate::conformance_tests) turns the suite into one
 //! test per check, so `cargo test <check>` runs one check and a failing check
@@ -29,9 +33,8 @@
 //! (`leases.rs`), expiry and the store's clock (`expiry.rs`), hand-over,
 //! members, history, push and observers (`push.rs`), the parts a store
 //! offers against its capabilities (`parts.rs`), run records
-//! (`runs.rs`), and elector-level checks (`electors.rs`). [`servers`] says where the shared test servers
-//! are; [`Instrumented`] wraps any store with call counters and fault
-//! switches.
+//! (`runs.rs`), and elector-level checks (`electors.rs`). [`Instrumented`]
+//! wraps any store with call counters and fault switches.
 //!
 //! [`LeaseStore`]: crate::store::LeaseStore
 
@@ -46,7 +49,6 @@ mod members;
 mod parts;
 mod push;
 mod runs;
-pub mod servers;
 
 pub use instrumented::{Instrumented, Op};
 
@@ -152,18 +154,6 @@ async fn wait_expired(store: &DynStore, key: &ElectionKey, within: Duration) -> 
             }
             _ => return start.elapsed(),
         }
-    }
-}
-
-/// Waits, with a deadline, until `cond` holds.
-pub async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < within,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

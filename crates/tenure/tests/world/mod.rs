@@ -12,6 +12,7 @@ use tenure::store::memory::MemoryStore;
 use tenure::store::{DynStore, ElectionKey};
 use tenure::testing::Instrumented;
 use tenure::{Elector, ElectorBuilder};
+use tenure_testsupport::metrics::TestRecorder;
 
 pub const TTL: Duration = Duration::from_secs(10);
 
@@ -19,20 +20,31 @@ pub struct World {
     pub clock: ManualClock,
     /// The store the electors use: `memory` with fault switches.
     pub store: Arc<Instrumented>,
-    /// The store itself, for its write counters.
+    /// The store itself.
     pub memory: Arc<MemoryStore>,
+    /// Sees the memory store's write counters.
+    recorder: TestRecorder,
 }
 
 impl World {
     pub fn new() -> Self {
         let clock = ManualClock::new();
-        let memory = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+        let recorder = TestRecorder::new();
+        let memory =
+            Arc::new(recorder.scope_sync(|| MemoryStore::with_clock(Arc::new(clock.clone()))));
         let store = Arc::new(Instrumented::new(memory.clone()));
         Self {
             clock,
             store,
             memory,
+            recorder,
         }
+    }
+
+    /// How many conditional writes to leases (acquire, renew, release and
+    /// hand-over attempts) reached the memory store.
+    pub fn writes(&self) -> u64 {
+        self.recorder.statements("lease_write")
     }
 
     /// A builder for election "job" with identity `id`, TTL 10 s, on this clock.

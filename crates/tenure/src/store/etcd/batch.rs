@@ -10,6 +10,7 @@ use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 use super::errors::map_client_error;
 use super::retry::retry;
 use crate::store::util::gather::{Batched, Statement};
+use crate::telemetry::store_statements;
 
 /// Operations per transaction. etcd refuses a transaction with more than
 /// `--max-txn-ops` (128 by default) operations, and a nested one may use only
@@ -109,9 +110,21 @@ impl Batches {
     pub(super) fn new(caller: Caller) -> Self {
         let d = caller.described.clone();
         Self {
-            renewals: Batched::new(Nested(caller.clone()), d.clone()),
-            heartbeats: Batched::new(Nested(caller.clone()), d.clone()),
-            member_reads: Batched::new(PrefixReads(caller), d),
+            renewals: Batched::new(
+                Nested(caller.clone()),
+                d.clone(),
+                store_statements("etcd", "renew"),
+            ),
+            heartbeats: Batched::new(
+                Nested(caller.clone()),
+                d.clone(),
+                store_statements("etcd", "heartbeat"),
+            ),
+            member_reads: Batched::new(
+                PrefixReads(caller),
+                d,
+                store_statements("etcd", "member_read"),
+            ),
         }
     }
 }

@@ -214,7 +214,8 @@ impl EtcdStore {
             sweeper: Mutex::new(None),
             freed_seen: Mutex::new(HashMap::new()),
             batches,
-            heartbeat_reads: Default::default(),
+            heartbeat_reads: crate::telemetry::store_statements("etcd", "heartbeat_read"),
+            keep_alives: crate::telemetry::store_statements("etcd", "keepalive"),
         });
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);

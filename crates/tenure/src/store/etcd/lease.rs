@@ -56,7 +56,9 @@ struct LeaseConn {
 pub(super) struct ProcessLease {
     pub(super) secs: i64,
     /// Rounds whose keep-alive was sent (incremented before sending).
-    pub(super) sent: AtomicU64,
+    sent: AtomicU64,
+    /// The store's count of rounds (`tenure_store_statements_total`).
+    rounds: metrics::Counter,
     /// Callers of [`Self::keep_alive`], so a gathering round can tell
     /// whether more are coming.
     arrivals: Arrivals,
@@ -64,10 +66,11 @@ pub(super) struct ProcessLease {
 }
 
 impl ProcessLease {
-    fn new(secs: i64) -> Self {
+    fn new(secs: i64, rounds: metrics::Counter) -> Self {
         Self {
             secs,
             sent: AtomicU64::new(0),
+            rounds,
             arrivals: Arrivals::default(),
             conn: tokio::sync::Mutex::new(LeaseConn::default()),
         }
@@ -99,6 +102,7 @@ impl ProcessLease {
         let mut wait = Duration::from_millis(50);
         loop {
             let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            self.rounds.increment(1);
             let sent_at = Instant::now();
             let result = Self::round(&mut conn, client, self.secs).await;
             if let Ok(Kept::Alive(id)) = &result {
@@ -234,6 +238,7 @@ impl ProcessLease {
         // caller that started while the grant was in flight would count it as
         // sent after it started, and its deadline could outlast the lease.
         let round = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        self.rounds.increment(1);
         let sent_at = Instant::now();
         let granted = retry(&store.client, |mut c| async move {
             c.lease_grant(secs, None).await
@@ -258,7 +263,7 @@ impl Inner {
         let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
         leases
             .entry(secs)
-            .or_insert_with(|| Arc::new(ProcessLease::new(secs)))
+            .or_insert_with(|| Arc::new(ProcessLease::new(secs, self.keep_alives.clone())))
             .clone()
     }
 
@@ -357,9 +362,10 @@ mod tests {
     /// sent, like keep-alives, so the caller runs a round of its own.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_grant_in_flight_is_not_fresh_for_a_later_caller() {
-        let Some(etcd) =
-            tenure_testsupport::EtcdCluster::start_or_skip(1, crate::testing::servers::required())
-        else {
+        let Some(etcd) = tenure_testsupport::EtcdCluster::start_or_skip(
+            1,
+            tenure_testsupport::servers::required(),
+        ) else {
             return;
         };
         let upstream = etcd.url().trim_start_matches("etcd://").to_string();

@@ -132,8 +132,7 @@ impl Inner {
                 return Ok(());
             }
         }
-        self.heartbeat_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.heartbeat_reads.increment(1);
         let old = self
             .get(mk.clone(), None)
             .await

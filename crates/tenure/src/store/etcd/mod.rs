@@ -73,8 +73,12 @@ struct Inner {
     freed_seen: Mutex<HashMap<(ElectionKey, u64), i64>>,
     /// Renewals, heartbeats and reaps' reads of one instant, gathered.
     batches: batch::Batches,
-    /// Heartbeats that read the member key first (tests and benchmarks).
-    heartbeat_reads: std::sync::atomic::AtomicU64,
+    /// Heartbeats that read the member key first
+    /// (`tenure_store_statements_total`).
+    heartbeat_reads: metrics::Counter,
+    /// Keep-alive rounds and lease grants of all the process leases
+    /// (`tenure_store_statements_total`).
+    keep_alives: metrics::Counter,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -112,44 +116,7 @@ impl Drop for Inner {
     }
 }
 
-impl EtcdStore {
-    /// Keep-alive rounds sent (and leases granted) so far, over all this
-    /// store's process leases. For tests and benchmarks.
-    #[doc(hidden)]
-    pub fn keep_alive_rounds(&self) -> u64 {
-        let leases = self.inner.leases.lock().unwrap_or_else(|p| p.into_inner());
-        leases.values().map(|l| l.sent.load(Ordering::SeqCst)).sum()
-    }
-
-    /// Transactions sent by renewals so far. For tests and benchmarks.
-    #[doc(hidden)]
-    pub fn renewal_transactions(&self) -> u64 {
-        self.inner.batches.renewals.statements()
-    }
-
-    /// Transactions sent by member heartbeats that were batched (a first
-    /// heartbeat, or one after a conflict, reads the key first and goes on its
-    /// own). For tests and benchmarks.
-    #[doc(hidden)]
-    pub fn heartbeat_transactions(&self) -> u64 {
-        self.inner.batches.heartbeats.statements()
-    }
-
-    /// Member heartbeats that had to read the key first (a first heartbeat,
-    /// or one after someone else changed the key). For tests.
-    #[doc(hidden)]
-    pub fn heartbeat_reads(&self) -> u64 {
-        self.inner.heartbeat_reads.load(Ordering::Relaxed)
-    }
-
-    /// Tenures and member registrations this store is tracking on its process
-    /// leases (for the sweeper). For tests.
-    #[doc(hidden)]
-    pub fn tracked(&self) -> (usize, usize) {
-        let held = self.inner.held();
-        (held.tenures.len(), held.members.len())
-    }
-}
+impl EtcdStore {}
 
 #[async_trait]
 impl LeaseStore for EtcdStore {

@@ -11,6 +11,7 @@ use redis::aio::ConnectionManager;
 use super::scripts::Scripts;
 use crate::store::util::gather::{Batched, Statement};
 use crate::store::{ElectionKey, Member, Tenure};
+use crate::telemetry::store_statements;
 
 /// What every batched script call needs: the connection, the scripts and how
 /// keys are spelled.
@@ -120,9 +121,17 @@ impl Batches {
     pub(super) fn new(caller: Caller) -> Self {
         let described = caller.described.clone();
         Self {
-            renewals: Batched::new(Renewals(caller.clone()), described.clone()),
-            heartbeats: Batched::new(Heartbeats(caller.clone()), described.clone()),
-            reaps: Batched::new(Reaps(caller), described),
+            renewals: Batched::new(
+                Renewals(caller.clone()),
+                described.clone(),
+                store_statements("redis", "renew"),
+            ),
+            heartbeats: Batched::new(
+                Heartbeats(caller.clone()),
+                described.clone(),
+                store_statements("redis", "heartbeat"),
+            ),
+            reaps: Batched::new(Reaps(caller), described, store_statements("redis", "reap")),
         }
     }
 }

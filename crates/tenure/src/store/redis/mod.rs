@@ -108,24 +108,6 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Renewal script calls this store has made (the renewals of one
-    /// instant share one).
-    pub fn renew_calls(&self) -> u64 {
-        self.batches.renewals.statements()
-    }
-
-    /// Member heartbeat script calls this store has made (the heartbeats of
-    /// one instant share one; a follower's read carries its own).
-    pub fn heartbeat_calls(&self) -> u64 {
-        self.batches.heartbeats.statements()
-    }
-
-    /// Reap script calls this store has made (the reaps of one instant share
-    /// one).
-    pub fn reap_calls(&self) -> u64 {
-        self.batches.reaps.statements()
-    }
-
     /// Fails unless the server says it is Redis (or a fork that reports a
     /// `redis_version`) of a version whose scripts may read `TIME` and write.
     async fn check_server(&self) -> Result<()> {

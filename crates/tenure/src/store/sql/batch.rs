@@ -7,7 +7,6 @@
 //! statement is the same compare-and-set as a single renewal, per lease:
 //! `(namespace, election, holder, term) IN (...) AND expires_us > now`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +31,9 @@ struct Pending {
 pub(super) struct Batcher {
     /// By TTL in µs: one statement per distinct TTL.
     queue: Gather<Pending>,
-    statements: AtomicU64,
+    /// Renewal statements sent, batched and single
+    /// (`tenure_store_statements_total`).
+    statements: metrics::Counter,
     pool: AnyPool,
     dialect: Dialect,
     table: String,
@@ -52,7 +53,7 @@ impl Batcher {
     pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
         Arc::new(Self {
             queue: Gather::new(),
-            statements: AtomicU64::new(0),
+            statements: crate::telemetry::store_statements(dialect.backend(), "renew"),
             pool,
             dialect,
             table: format!("{prefix}leases"),
@@ -61,13 +62,8 @@ impl Batcher {
         })
     }
 
-    /// Renewal statements sent so far (batched and single).
-    pub(super) fn statements(&self) -> u64 {
-        self.statements.load(Ordering::Relaxed)
-    }
-
     pub(super) fn count_statement(&self) {
-        self.statements.fetch_add(1, Ordering::Relaxed);
+        self.statements.increment(1);
     }
 
     /// Queues a renewal and waits for the batch it joins.

@@ -153,8 +153,9 @@ impl SqlStore {
                     statements.clone(),
                 ))
             }),
-            reaps: members.batched(super::reaps::Reaps(members.clone())),
-            heartbeats: members.batched(super::heartbeats::Heartbeats(members.clone())),
+            reaps: members.batched(super::reaps::Reaps(members.clone()), "reap"),
+            heartbeats: members
+                .batched(super::heartbeats::Heartbeats(members.clone()), "heartbeat"),
             kept: std::sync::Arc::new(super::kept::Kept::new(
                 pool.clone(),
                 options.max_connections.max(1),

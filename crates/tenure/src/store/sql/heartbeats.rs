@@ -52,9 +52,15 @@ impl MembersTable {
             .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
     }
 
-    /// A gatherer of `statement` calls, described as this store in errors.
-    pub(super) fn batched<S: Statement>(&self, statement: S) -> Arc<Batched<S>> {
-        Batched::new(statement, self.store.clone())
+    /// A gatherer of `statement` calls, described as this store in errors
+    /// and counted as `what` statements of this store's kind.
+    pub(super) fn batched<S: Statement>(
+        &self,
+        statement: S,
+        what: &'static str,
+    ) -> Arc<Batched<S>> {
+        let sent = crate::telemetry::store_statements(self.dialect.backend(), what);
+        Batched::new(statement, self.store.clone(), sent)
     }
 }
 

@@ -126,24 +126,6 @@ impl Drop for SqlStore {
 }
 
 impl SqlStore {
-    /// Renewal statements this store has sent (batched renewals count once).
-    pub fn renew_statements(&self) -> u64 {
-        self.batcher.statements()
-    }
-
-    /// Member heartbeat statements this store has sent (the heartbeats of
-    /// one instant share one). Not counted: a follower's heartbeat carried
-    /// by its read in one statement (PostgreSQL, MariaDB 10.5 or newer).
-    pub fn heartbeat_statements(&self) -> u64 {
-        self.heartbeats.statements()
-    }
-
-    /// Statements that deleted lapsed members (the reaps of one instant
-    /// share one).
-    pub fn reap_statements(&self) -> u64 {
-        self.reaps.statements()
-    }
-
     /// The DDL that creates this store's tables, for a DBA to apply by hand.
     /// For `mysql://` it asks the server whether it is MariaDB or MySQL (their
     /// collation names differ), so it needs a connection.

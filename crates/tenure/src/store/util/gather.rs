@@ -118,7 +118,8 @@ type Reply<A> = tokio::sync::oneshot::Sender<std::result::Result<A, String>>;
 pub(crate) struct Batched<S: Statement> {
     statement: S,
     queue: Gather<(S::Item, Reply<S::Answer>)>,
-    sent: std::sync::atomic::AtomicU64,
+    /// Statements sent (`tenure_store_statements_total`).
+    sent: metrics::Counter,
     store: String,
 }
 
@@ -129,19 +130,15 @@ impl<S: Statement> std::fmt::Debug for Batched<S> {
 }
 
 impl<S: Statement> Batched<S> {
-    /// `store` describes the store (redacted) for errors.
-    pub(crate) fn new(statement: S, store: String) -> std::sync::Arc<Self> {
+    /// `store` describes the store (redacted) for errors; `sent` counts
+    /// the statements sent.
+    pub(crate) fn new(statement: S, store: String, sent: metrics::Counter) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             statement,
             queue: Gather::new(),
-            sent: std::sync::atomic::AtomicU64::new(0),
+            sent,
             store,
         })
-    }
-
-    /// Statements sent so far.
-    pub(crate) fn statements(&self) -> u64 {
-        self.sent.load(Ordering::Relaxed)
     }
 
     /// Sends `item` alone, now, without waiting for others: for a caller on
@@ -156,7 +153,7 @@ impl<S: Statement> Batched<S> {
         group: i64,
         item: &S::Item,
     ) -> crate::error::Result<S::Answer> {
-        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.sent.increment(1);
         self.statement
             .send(group, vec![item])
             .await
@@ -210,7 +207,7 @@ impl<S: Statement> Batched<S> {
     }
 
     async fn flush(&self, group: i64, pending: Vec<(S::Item, Reply<S::Answer>)>) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.sent.increment(1);
         let n = pending.len();
         let answers = self
             .statement

@@ -1,4 +1,4 @@
-//! A bare HTTP/1.1 GET for the HTTP API tests (no client crate needed).
+//! A bare HTTP/1.1 GET for the HTTP API's tests (no client crate needed).
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
