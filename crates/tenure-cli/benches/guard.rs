@@ -32,6 +32,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tenure_testsupport::process::alive;
+
 const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
 fn main() {
@@ -112,15 +114,6 @@ fn wait_for<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
         assert!(start.elapsed() < within, "timed out");
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 /// `tenure run` leading with `sleep` as its job, as a user runs it.

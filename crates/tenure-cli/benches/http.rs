@@ -32,20 +32,9 @@ fn arg(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
+/// The resident memory of process `pid`, in KiB; 0 once it is gone.
 fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmRSS:")?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
+    tenure_testsupport::process::rss_kb(pid).unwrap_or(0)
 }
 
 /// Sends one keep-alive `GET /` and reads the whole answer.

@@ -3,8 +3,8 @@
 //! servers started from the installed binaries ([`servers`]), private etcd
 //! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]), a throwaway
 //! certificate authority for TLS tests ([`tls`]), a `metrics` recorder
-//! that reads what electors and stores count ([`metrics`]), and a bare HTTP
-//! GET ([`http`]).
+//! that reads what electors and stores count ([`metrics`]), a bare HTTP
+//! GET ([`http`]), and what `/proc` says of a process ([`process`]).
 //!
 //! A missing server, shared or private, fails the run in CI (`CI=true`) or
 //! with `TENURE_REQUIRE_SERVERS=1`, and skips the test with a printed reason
@@ -13,6 +13,7 @@
 pub mod etcd;
 pub mod http;
 pub mod metrics;
+pub mod process;
 pub mod proxy;
 pub mod servers;
 pub mod tls;

@@ -126,30 +126,11 @@ pub fn starts(events: &Path) -> Vec<(u64, i32)> {
 
 /// The resident memory of process `pid`, in KiB, from `/proc`.
 pub fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmRSS:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("VmRSS")
+    tenure_testsupport::process::rss_kb(pid).expect("VmRSS")
 }
 
-pub fn alive(pid: i32) -> bool {
-    // A zombie still has a /proc entry; state Z means it is dead.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
-        Err(_) => false,
-    }
-}
+#[allow(unused_imports)] // not every test binary watches a process
+pub use tenure_testsupport::process::alive;
 
 #[allow(unused_imports)] // not every test binary cuts a network
 pub use tenure_testsupport::proxy::Proxy;
