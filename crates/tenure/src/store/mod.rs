@@ -37,6 +37,8 @@ pub mod zookeeper;
 
 pub use contract::{Capabilities, DynStore, LeaseStore};
 pub use ext::{members_by_election, members_of, LeaseStoreExt};
+// Each store uses some of these; a build without that store leaves them unused.
+#[allow(unused_imports)]
 pub(crate) use integrity::{check_lease, check_record, CorruptLease, StoredLease};
 pub use integrity::{EXPIRY_SLACK, MAX_TERM};
 pub use options::StoreOptions;

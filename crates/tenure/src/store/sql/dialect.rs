@@ -53,7 +53,7 @@ impl Dialect {
     }
 
     /// The CTE that reads the clock once, for PostgreSQL.
-    fn with_now(self) -> &'static str {
+    pub(super) fn with_now(self) -> &'static str {
         match self {
             Dialect::Postgres => {
                 "WITH c AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us) "
@@ -87,7 +87,7 @@ impl Dialect {
         out
     }
 
-    fn finish(self, sql: String) -> String {
+    pub(super) fn finish(self, sql: String) -> String {
         use crate::bugs::{active, Bug};
         // The whole-seconds bug's one SQL hook: every statement reads the clock
         // through this spelling of `{now}`.
@@ -403,84 +403,6 @@ impl Dialect {
             ),
         };
         self.finish(sql)
-    }
-
-    /// PostgreSQL only: one member's heartbeat (7 parameters, as
-    /// [`Self::upsert_members`]) and a read of its election's lease (2
-    /// parameters) in one statement, a data-modifying CTE: an idle follower's
-    /// one request per lease lifetime. `None` for the other dialects
-    /// (MariaDB ≥ 10.5 has [`Self::mariadb_heartbeat_and_read`]; MySQL has
-    /// no such statement; SQLite has no server to spare).
-    pub(super) fn heartbeat_and_read(
-        self,
-        leases: &str,
-        members: &str,
-        columns: &str,
-    ) -> Option<String> {
-        (self == Dialect::Postgres).then(|| {
-            self.finish(format!(
-                "{}, hb AS (INSERT INTO {members} \
-                 (namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us) \
-                 SELECT ?, ?, ?, ?, ?, ?, c.now_us, c.now_us, c.now_us + ? FROM c \
-                 ON CONFLICT (namespace, election, holder) DO UPDATE SET \
-                 metadata = excluded.metadata, priority = excluded.priority, \
-                 heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us) \
-                 SELECT {columns} FROM {leases}, c WHERE namespace = ? AND election = ?",
-                self.with_now().trim_end()
-            ))
-        })
-    }
-
-    /// MariaDB 10.5 or newer only (MySQL has no `INSERT ... RETURNING`): one
-    /// member's heartbeat (7 parameters, as [`Self::upsert_members`]) that
-    /// returns its election's lease record (2 parameters: namespace,
-    /// election) in one statement, an idle follower's one request per lease
-    /// lifetime. `None` for the other dialects.
-    ///
-    /// The answer is one column, `lease`: `JSON_ARRAY(fields..., now µs)`
-    /// from ONE scalar subquery on the lease row, or `NULL` when there is no
-    /// lease row. One subquery reads the row once, so every value comes from
-    /// the same version of it: no torn record. (That subquery is a locking
-    /// read, since it runs inside an `INSERT`: it takes a shared lock on the
-    /// lease row for the statement, as `INSERT ... SELECT` does.)
-    ///
-    /// `innodb_lock_wait_timeout = 0` for this statement: the shared lock
-    /// must not wait behind a renewal or, worse, a leader's fenced
-    /// transaction (which holds the row for as long as the application's
-    /// work lasts), where a plain `SELECT` reads the last committed version
-    /// at once. On a conflict the statement fails at once with error 1205,
-    /// undoing the heartbeat too, and the caller falls back to the heartbeat
-    /// and the plain read side by side. The server's now is that of the
-    /// statement's start, as in every other statement; not waiting keeps it
-    /// the time the record was read at.
-    ///
-    /// The record is information for the follower (when to look again,
-    /// whom to follow); safety never rests on it: acquiring is still the
-    /// conditional `UPDATE` judged by the server's clock at that moment.
-    #[cfg(feature = "mysql")]
-    pub(super) fn mariadb_heartbeat_and_read(
-        self,
-        leases: &str,
-        members: &str,
-        fields: &[&str],
-    ) -> Option<String> {
-        (self == Dialect::MySql).then(|| {
-            let packed = fields
-                .iter()
-                .map(|f| format!("l.{f}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            self.finish(format!(
-                "SET STATEMENT innodb_lock_wait_timeout = 0 FOR \
-                 INSERT INTO {members} \
-                 (namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us) \
-                 VALUES (?, ?, ?, ?, ?, ?, {{now}}, {{now}}, {{now}} + ?) ON DUPLICATE KEY UPDATE \
-                 metadata = VALUES(metadata), priority = VALUES(priority), \
-                 heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us) \
-                 RETURNING (SELECT JSON_ARRAY({packed}, {{now}}) FROM {leases} AS l \
-                 WHERE l.namespace = ? AND l.election = ?) AS lease"
-            ))
-        })
     }
 
     /// `INSERT ... ` of a history row, ignoring a duplicate term.

@@ -28,7 +28,7 @@
 //! | `schema.rs` | tables, schema versions and upgrades |
 //! | `errors.rs` | database errors as [`crate::Error`]s that name the fix |
 //! | `tls.rs` | TLS parameters of MySQL/MariaDB and PostgreSQL URLs |
-//! | [`postgres`] | PostgreSQL: its URLs, TLS and LISTEN/NOTIFY wake-ups |
+//! | [`postgres`] | PostgreSQL: its URLs, TLS, LISTEN/NOTIFY wake-ups, a follower's heartbeat and read in one statement |
 //! | [`mysql`] | MySQL/MariaDB: its URLs, TLS, named-lock wake-ups, doorbells, MariaDB's one-statement heartbeat |
 //! | [`sqlite`] | SQLite: its URLs and wake-ups from file events |
 

@@ -140,7 +140,10 @@ impl Statements {
                 &changes,
             ),
             read: dialect.select(&t, RECORD_COLUMNS, key, ""),
+            #[cfg(feature = "postgres")]
             heartbeat_and_read: dialect.heartbeat_and_read(&t, &m, RECORD_COLUMNS),
+            #[cfg(not(feature = "postgres"))]
+            heartbeat_and_read: None,
             #[cfg(feature = "mysql")]
             mariadb_heartbeat_and_read: dialect.mariadb_heartbeat_and_read(&t, &m, &RECORD_FIELDS),
             list_all: dialect.select(&t, RECORD_COLUMNS, "1 = 1", " ORDER BY namespace, election"),

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use sqlx::Row;
 
 use crate::store::sql::decode::decode_packed_record;
+use crate::store::sql::dialect::Dialect;
 use crate::store::sql::errors::mysql_number;
 use crate::store::sql::statements::{bind_member, duration_us, sent};
 use crate::store::sql::SqlStore;
@@ -176,6 +177,59 @@ fn locked(e: &sqlx::Error) -> bool {
 /// (a parse error, an unknown variable, "not supported").
 fn refused(e: &sqlx::Error) -> bool {
     matches!(mysql_number(e), Some(1064 | 1193 | 1235 | 1971))
+}
+
+impl Dialect {
+    /// MariaDB 10.5 or newer only (MySQL has no `INSERT ... RETURNING`): one
+    /// member's heartbeat (7 parameters, as `Dialect::upsert_members`) that
+    /// returns its election's lease record (2 parameters: namespace,
+    /// election) in one statement, an idle follower's one request per lease
+    /// lifetime. `None` for the other dialects.
+    ///
+    /// The answer is one column, `lease`: `JSON_ARRAY(fields..., now µs)`
+    /// from ONE scalar subquery on the lease row, or `NULL` when there is no
+    /// lease row. One subquery reads the row once, so every value comes from
+    /// the same version of it: no torn record. (That subquery is a locking
+    /// read, since it runs inside an `INSERT`: it takes a shared lock on the
+    /// lease row for the statement, as `INSERT ... SELECT` does.)
+    ///
+    /// `innodb_lock_wait_timeout = 0` for this statement: the shared lock
+    /// must not wait behind a renewal or, worse, a leader's fenced
+    /// transaction (which holds the row for as long as the application's
+    /// work lasts), where a plain `SELECT` reads the last committed version
+    /// at once. On a conflict the statement fails at once with error 1205,
+    /// undoing the heartbeat too, and the caller falls back to the heartbeat
+    /// and the plain read side by side. The server's now is that of the
+    /// statement's start, as in every other statement; not waiting keeps it
+    /// the time the record was read at.
+    ///
+    /// The record is information for the follower (when to look again,
+    /// whom to follow); safety never rests on it: acquiring is still the
+    /// conditional `UPDATE` judged by the server's clock at that moment.
+    pub(in crate::store::sql) fn mariadb_heartbeat_and_read(
+        self,
+        leases: &str,
+        members: &str,
+        fields: &[&str],
+    ) -> Option<String> {
+        (self == Dialect::MySql).then(|| {
+            let packed = fields
+                .iter()
+                .map(|f| format!("l.{f}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.finish(format!(
+                "SET STATEMENT innodb_lock_wait_timeout = 0 FOR \
+                 INSERT INTO {members} \
+                 (namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us) \
+                 VALUES (?, ?, ?, ?, ?, ?, {{now}}, {{now}}, {{now}} + ?) ON DUPLICATE KEY UPDATE \
+                 metadata = VALUES(metadata), priority = VALUES(priority), \
+                 heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us) \
+                 RETURNING (SELECT JSON_ARRAY({packed}, {{now}}) FROM {leases} AS l \
+                 WHERE l.namespace = ? AND l.election = ?) AS lease"
+            ))
+        })
+    }
 }
 
 #[cfg(test)]
