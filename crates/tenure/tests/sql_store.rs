@@ -14,19 +14,23 @@ use tenure_testsupport::servers;
 
 const N: usize = 40;
 
+/// A store on `url` whose statements a recorder of its own counts.
+async fn counted(url: &str) -> (TestRecorder, std::sync::Arc<SqlStore>) {
+    let recorder = TestRecorder::new();
+    let store = recorder
+        .scope(SqlStore::connect(url, &StoreOptions::default()))
+        .await
+        .unwrap();
+    (recorder, std::sync::Arc::new(store))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_unmatched_lease_costs_at_most_one_more_statement() {
     let dir = tempfile::tempdir().unwrap();
     let urls = servers::sql_urls(dir.path()).await;
     let run = format!("{:x}", std::process::id());
     for url in urls {
-        let recorder = TestRecorder::new();
-        let store = std::sync::Arc::new(
-            recorder
-                .scope(SqlStore::connect(&url, &StoreOptions::default()))
-                .await
-                .unwrap(),
-        );
+        let (recorder, store) = counted(&url).await;
         let ttl = Duration::from_secs(30);
         let mut tenures = Vec::new();
         for i in 0..N {
@@ -127,13 +131,7 @@ async fn heartbeats_of_one_process_share_a_statement() {
     let dir = tempfile::tempdir().unwrap();
     let run = format!("{:x}", std::process::id());
     for url in servers::sql_urls(dir.path()).await {
-        let recorder = TestRecorder::new();
-        let store = std::sync::Arc::new(
-            recorder
-                .scope(SqlStore::connect(&url, &StoreOptions::default()))
-                .await
-                .unwrap(),
-        );
+        let (recorder, store) = counted(&url).await;
         let ttl = Duration::from_secs(1);
         let before = recorder.statements("heartbeat");
         let reaps_before = recorder.statements("reap");
