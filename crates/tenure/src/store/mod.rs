@@ -14,7 +14,6 @@ mod ext;
 mod integrity;
 pub mod memory;
 mod options;
-mod parts;
 mod reason;
 pub(crate) mod record;
 #[cfg(feature = "redis")]
@@ -35,14 +34,13 @@ mod wake;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 
-pub use contract::{Capabilities, DynStore, LeaseStore};
+pub use contract::{Capabilities, DynStore, History, LeaseStore, Membership, Wakeups};
 pub use ext::{members_by_election, members_of, LeaseStoreExt};
 // Each store uses some of these; a build without that store leaves them unused.
 #[allow(unused_imports)]
 pub(crate) use integrity::{check_lease, check_record, CorruptLease, StoredLease};
 pub use integrity::{EXPIRY_SLACK, MAX_TERM};
 pub use options::StoreOptions;
-pub use parts::{History, Membership, Wakeups};
 pub use reason::{EndReason, Handover, HandoverReason, StartReason, HANDOVER_ANYONE};
 pub(crate) use record::{
     handover_window_us, remaining_from_us, sort_successors_first, vouch_for_holder,
