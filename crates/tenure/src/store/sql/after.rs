@@ -5,8 +5,6 @@
 use sqlx::{AnyConnection, AnyPool};
 
 use super::dialect::Dialect;
-#[cfg(feature = "postgres")]
-use super::postgres;
 use super::statements::{sent, term_i64, Statements};
 use super::SqlStore;
 use crate::store::{ElectionKey, EndReason, LeaseRecord, StartReason, Tenure};
@@ -17,8 +15,7 @@ impl SqlStore {
             pool: self.pool.clone(),
             dialect: self.dialect,
             statements: self.statements.clone(),
-            #[cfg(feature = "postgres")]
-            push: self.push.clone(),
+            wake: self.wake.clone(),
             history_retention: self.history_retention,
         }
     }
@@ -96,8 +93,9 @@ struct After {
     pool: AnyPool,
     dialect: Dialect,
     statements: std::sync::Arc<Statements>,
-    #[cfg(feature = "postgres")]
-    push: Option<std::sync::Arc<postgres::PushHub>>,
+    /// PostgreSQL's listeners are told of a change by the queue where the
+    /// statement itself did not (`wake.rs`).
+    wake: std::sync::Arc<super::wake::Wake>,
     history_retention: u64,
 }
 
@@ -169,11 +167,6 @@ impl After {
     /// Tells listening followers and observers that `key` changed (PostgreSQL).
     /// Best effort: a lost notification only delays them to their next poll.
     async fn notify(&self, conn: &mut AnyConnection, key: &ElectionKey) {
-        #[cfg(feature = "postgres")]
-        if let Some(hub) = &self.push {
-            hub.notify(conn, key).await;
-        }
-        #[cfg(not(feature = "postgres"))]
-        let _ = (conn, key);
+        self.wake.notify(conn, key).await;
     }
 }

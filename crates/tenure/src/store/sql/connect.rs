@@ -1,5 +1,6 @@
-//! Connecting: URL schemes, the pool and its options, SQLite's pragmas, and
-//! the probe that says why a server cannot be reached. TLS parameters are
+//! Connecting: URL schemes, the pool and its options, and the probe that
+//! says why a server cannot be reached (SQLite's pragmas and probe are in
+//! `sqlite/connect.rs`). TLS parameters are
 //! checked in `tls.rs`.
 
 use std::str::FromStr;
@@ -10,8 +11,6 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::ConnectOptions;
 
 use super::dialect::Dialect;
-#[cfg(feature = "postgres")]
-use super::postgres;
 use super::statements::Statements;
 #[cfg(feature = "tls")]
 use super::tls;
@@ -66,17 +65,7 @@ impl SqlStore {
         let probe = async move {
             let mut conn = sqlx::AnyConnection::connect(&driver_url).await?;
             if dialect == Dialect::Sqlite {
-                // SQLite opens any file lazily; reading the catalogue is what
-                // finds out that it is not a database, once, here, instead of
-                // failing every pooled connection until the pool times out.
-                // Another process may be creating the tables right now: wait
-                // for its lock as the pool's connections do.
-                sqlx::query("PRAGMA busy_timeout = 5000")
-                    .execute(&mut conn)
-                    .await?;
-                sqlx::query("SELECT count(*) FROM sqlite_master")
-                    .fetch_one(&mut conn)
-                    .await?;
+                super::sqlite::probe(&mut conn).await?;
             }
             Ok::<_, sqlx::Error>(conn)
         };
@@ -136,6 +125,15 @@ impl SqlStore {
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
+        let wake = super::wake::Wake::new(super::wake::Parts {
+            dialect,
+            url,
+            driver_url: &driver_url,
+            described: &described,
+            pool: &pool,
+            statements: &statements,
+            options,
+        })?;
         let members = super::heartbeats::MembersTable::new(
             pool.clone(),
             dialect,
@@ -145,14 +143,6 @@ impl SqlStore {
         Ok(Self {
             history_retention: options.history_retention.max(1),
             after_queue: std::sync::OnceLock::new(),
-            #[cfg(feature = "sqlite")]
-            file_watch: (dialect == Dialect::Sqlite).then(|| {
-                std::sync::Arc::new(super::sqlite::FileWatch::new(
-                    sqlite_path(url),
-                    pool.clone(),
-                    statements.clone(),
-                ))
-            }),
             reaps: members.batched(super::reaps::Reaps(members.clone()), "reap"),
             heartbeats: members
                 .batched(super::heartbeats::Heartbeats(members.clone()), "heartbeat"),
@@ -166,24 +156,7 @@ impl SqlStore {
                 &options.table_prefix,
                 described.clone(),
             ),
-            #[cfg(feature = "mysql")]
-            returning: Default::default(),
-            #[cfg(feature = "mysql")]
-            named_locks: (dialect == Dialect::MySql).then(|| {
-                std::sync::Arc::new(super::mysql::NamedLocks::new(
-                    pool.clone(),
-                    &options.table_prefix,
-                ))
-            }),
-            #[cfg(feature = "postgres")]
-            push: (dialect == Dialect::Postgres).then(|| {
-                std::sync::Arc::new(postgres::PushHub::new(
-                    driver_url.clone(),
-                    &options.table_prefix,
-                    pool.clone(),
-                    options.push_probe_period,
-                ))
-            }),
+            wake: std::sync::Arc::new(wake),
             pool,
             dialect,
             statements: statements.clone(),
@@ -191,15 +164,6 @@ impl SqlStore {
             described,
         })
     }
-}
-
-/// The database file a `sqlite://` URL names (without its query).
-#[cfg(feature = "sqlite")]
-fn sqlite_path(url: &str) -> std::path::PathBuf {
-    let rest = url.split_once(':').map(|(_, r)| r).unwrap_or(url);
-    let path = rest.trim_start_matches("//");
-    let path = path.split_once('?').map(|(p, _)| p).unwrap_or(path);
-    std::path::PathBuf::from(path)
 }
 
 /// The pool's options; on SQLite, every new connection's pragmas.
@@ -214,23 +178,7 @@ fn pool_options(dialect: Dialect, options: &StoreOptions) -> AnyPoolOptions {
         .test_before_acquire(false)
         .idle_timeout(Some(Duration::from_secs(60)));
     if dialect == Dialect::Sqlite {
-        pool = pool.after_connect(|conn, _meta| {
-            Box::pin(async move {
-                use sqlx::Executor;
-                // WAL lets readers run beside the one writer; synchronous=FULL
-                // because a lost commit could hand out a term twice after a
-                // power cut; busy_timeout makes writers of other processes wait
-                // instead of failing.
-                conn.execute("PRAGMA busy_timeout = 5000").await?;
-                // Fails on a read-only file; reading still works there, and
-                // any write reports the read-only error itself.
-                if let Err(e) = conn.execute("PRAGMA journal_mode = WAL").await {
-                    tracing::debug!("cannot switch SQLite to WAL: {e}");
-                }
-                conn.execute("PRAGMA synchronous = FULL").await?;
-                Ok(())
-            })
-        });
+        pool = super::sqlite::with_pragmas(pool);
     }
     pool
 }

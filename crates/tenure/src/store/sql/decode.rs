@@ -100,7 +100,7 @@ fn record_from(row: &impl Columns) -> Result<LeaseRecord, sqlx::Error> {
 
 /// MariaDB's packed lease record: a JSON array of the values of
 /// [`RECORD_FIELDS`](super::statements::RECORD_FIELDS), in that order, then
-/// the server's now in µs (`Dialect::mariadb_heartbeat_and_read`). A SQL
+/// the server's now in µs (`Spelling::packed_heartbeat_and_read` in `mysql/dialect.rs`). A SQL
 /// `NULL` (no lease row) is `None`, as `read()` finding no row.
 #[cfg(feature = "mysql")]
 pub(super) fn decode_packed_record(

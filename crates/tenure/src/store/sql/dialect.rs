@@ -1,8 +1,11 @@
-//! The three SQL dialects: how each says "now", upserts, and returns rows.
+//! The SQL statements' shapes, and the [`Spelling`] each database gives them.
 //!
-//! One protocol, three spellings. Time is integer microseconds since the Unix epoch
-//! in UTC, read from the database server inside the statement that uses it
-//! (expiry is judged by the store's clock), so no time zone, DST or client clock enters any decision.
+//! One protocol, three spellings: each database's folder (`sqlite/`, `mysql/`,
+//! `postgres/`) implements [`Spelling`] in its `dialect.rs`, and [`Dialect`]
+//! builds every statement from those pieces. Time is integer microseconds
+//! since the Unix epoch in UTC, read from the database server inside the
+//! statement that uses it (expiry is judged by the store's clock), so no time
+//! zone, DST or client clock enters any decision.
 
 /// Which server answers a `mysql://` URL; they spell binary NO PAD collations differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,58 +22,221 @@ pub(super) enum Dialect {
     /// SQLite 3.42 or newer (bundled with sqlx).
     Sqlite,
     /// MySQL 8 or MariaDB 10.5 or newer (MariaDB's `INSERT ... RETURNING`
-    /// is used where the server has it: `mariadb.rs`).
+    /// is used where the server has it: `mysql/mariadb.rs`).
     MySql,
     /// PostgreSQL 12 or newer.
     Postgres,
 }
 
+/// The column types of one database's tables.
+pub(super) struct ColumnTypes {
+    /// An election, holder or reason: compared byte for byte.
+    pub(super) key: String,
+    /// Metadata.
+    pub(super) text: String,
+    /// A term, version or time in µs.
+    pub(super) int: &'static str,
+    /// What follows `CREATE TABLE (...)`.
+    pub(super) table_options: &'static str,
+}
+
+/// How one database spells what the statements need. The pieces return SQL
+/// with `?` placeholders and `{now}` for the server's clock;
+/// [`Dialect::finish`] turns them into the text sent.
+pub(super) trait Spelling: Sync {
+    /// The database kind as [`SqlStore::backend`](super::SqlStore::backend) names it.
+    fn backend(&self) -> &'static str;
+
+    /// The kind of server, for messages.
+    fn server_name(&self) -> &'static str;
+
+    /// The server clock as integer microseconds since the epoch, UTC,
+    /// constant within one statement.
+    fn now_expr(&self) -> &'static str;
+
+    /// `now` truncated to whole seconds, for the `whole-seconds` chaos bug.
+    fn whole_seconds(&self, now: &str) -> String {
+        format!("(({now}) / 1000000 * 1000000)")
+    }
+
+    /// Whether placeholders are numbered (`$1, $2, ...`) instead of `?`.
+    fn numbered_placeholders(&self) -> bool {
+        false
+    }
+
+    /// `UPDATE table SET set WHERE filter`, returning `returning` where the
+    /// database can ([`has_update_returning`](Self::has_update_returning)).
+    fn update(&self, table: &str, set: &str, filter: &str, returning: Option<&str>) -> String {
+        let ret = returning.map_or(String::new(), |r| format!(" RETURNING {r}"));
+        format!("UPDATE {table} SET {set} WHERE {filter}{ret}")
+    }
+
+    /// Whether `UPDATE ... RETURNING` exists.
+    fn has_update_returning(&self) -> bool {
+        true
+    }
+
+    /// An update of lease rows that also tells listeners of each changed row
+    /// on `channel`, in the same transaction, answering one row per changed
+    /// row; `None` where the database has no notifications.
+    fn update_announced(
+        &self,
+        _table: &str,
+        _set: &str,
+        _filter: &str,
+        _channel: &str,
+    ) -> Option<String> {
+        None
+    }
+
+    /// `SELECT columns FROM table WHERE filter suffix`, with `{now}` available.
+    fn select(&self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
+        format!("SELECT {columns} FROM {table} WHERE {filter}{suffix}")
+    }
+
+    /// `DELETE FROM table WHERE filter`, with `{now}` available.
+    fn delete(&self, table: &str, filter: &str) -> String {
+        format!("DELETE FROM {table} WHERE {filter}")
+    }
+
+    /// What follows an `INSERT` so that a row whose key exists is left as it
+    /// is, without an error; `column` is any column of the key.
+    fn on_duplicate_keep(&self, _column: &str) -> String {
+        "ON CONFLICT DO NOTHING".to_string()
+    }
+
+    /// Registers or heartbeats `n` members in one statement (7 parameters
+    /// each: namespace, election, holder, identity, metadata, priority, ttl
+    /// µs); a member already registered keeps its `joined_us`.
+    fn upsert_members(&self, table: &str, n: usize) -> String;
+
+    /// The first write of a run record (5 parameters: namespace, election,
+    /// name, value, keep µs), as version 1, returning `columns` where the
+    /// database decides it in one statement (see `runs.rs`).
+    fn insert_run(&self, table: &str, columns: &str) -> String;
+
+    /// One member's heartbeat (7 parameters, as
+    /// [`upsert_members`](Self::upsert_members)) and a read of its election's
+    /// lease (2 parameters: namespace, election) as one statement answering
+    /// `columns`, where the database has one; an idle follower's one request
+    /// per lease lifetime.
+    fn heartbeat_and_read(&self, _leases: &str, _members: &str, _columns: &str) -> Option<String> {
+        None
+    }
+
+    /// The same as one statement answering one packed column, for a database
+    /// that can only return the inserted row's expressions (MariaDB 10.5 or
+    /// newer, see `mysql/mariadb.rs`).
+    fn packed_heartbeat_and_read(
+        &self,
+        _leases: &str,
+        _members: &str,
+        _fields: &[&str],
+    ) -> Option<String> {
+        None
+    }
+
+    /// Starts a transaction that takes the write lock at once.
+    fn begin_write(&self) -> &'static str {
+        "BEGIN"
+    }
+
+    /// Row-lock suffix for a fencing read.
+    fn for_update(&self) -> &'static str {
+        " FOR UPDATE"
+    }
+
+    /// The column types of the tables.
+    fn column_types(&self, server: ServerKind) -> ColumnTypes;
+
+    /// A text column of up to `chars` characters that compares byte for byte.
+    fn long_text(&self, _chars: u32, _server: ServerKind) -> String {
+        "TEXT".to_string()
+    }
+
+    /// How followers of this database are woken, for status and health.
+    fn wake_channel(&self) -> &'static str;
+}
+
+/// The columns a member's registration inserts, in the order
+/// [`Spelling::upsert_members`] binds them (the times come from `{now}`).
+pub(super) const MEMBER_INSERT_COLUMNS: &str =
+    "(namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us)";
+
+/// The `ON CONFLICT` clause of a member's registration where the database has
+/// `excluded` (SQLite, PostgreSQL): a member already registered keeps its
+/// `joined_us`.
+pub(super) const MEMBER_ON_CONFLICT: &str =
+    "ON CONFLICT (namespace, election, holder) DO UPDATE SET \
+     metadata = excluded.metadata, priority = excluded.priority, \
+     heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us";
+
+/// The columns of a run record's first write, in the order
+/// [`Spelling::insert_run`] binds them.
+pub(super) const RUN_INSERT_COLUMNS: &str =
+    "(namespace, election, name, value, version, updated_us, expires_us)";
+
+/// The `ON CONFLICT` clause of a run record's first write where the database
+/// has `excluded` (SQLite, PostgreSQL): the update applies only over an
+/// expired record, judged by the statement's own now.
+pub(super) fn run_on_conflict(table: &str) -> String {
+    format!(
+        "ON CONFLICT (namespace, election, name) DO UPDATE SET \
+         value = excluded.value, version = 1, updated_us = excluded.updated_us, \
+         expires_us = excluded.expires_us WHERE {table}.expires_us <= excluded.updated_us"
+    )
+}
+
 impl Dialect {
+    /// This database's spelling, from its folder.
+    fn spelling(self) -> &'static dyn Spelling {
+        match self {
+            Dialect::Sqlite => &super::sqlite::Sqlite,
+            Dialect::MySql => &super::mysql::MySql,
+            Dialect::Postgres => &super::postgres::Postgres,
+        }
+    }
+
     /// The database kind as [`SqlStore::backend`](super::SqlStore::backend) names it.
     pub(super) fn backend(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "sqlite",
-            Dialect::MySql => "mysql",
-            Dialect::Postgres => "postgres",
-        }
+        self.spelling().backend()
+    }
+
+    /// The kind of server this dialect talks to, for messages.
+    pub(super) fn server_name(self) -> &'static str {
+        self.spelling().server_name()
+    }
+
+    /// How followers of this database are woken, for status and health.
+    pub(super) fn wake_channel(self) -> &'static str {
+        self.spelling().wake_channel()
     }
 
     /// The server clock as integer microseconds since the epoch, UTC.
-    ///
-    /// - SQLite: `unixepoch('subsec')` has millisecond resolution and is constant
-    ///   within one statement.
-    /// - MySQL/MariaDB: `UTC_TIMESTAMP(6)` is constant within one statement and, unlike
-    ///   `NOW(6)`, does not depend on the session time zone (no DST ambiguity).
-    /// - PostgreSQL: `clock_timestamp()` is the real time even inside a long
-    ///   transaction; it is read once per statement through a CTE (see
-    ///   [`Dialect::with_now`]) because it changes between calls.
     pub(super) fn now_expr(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "(CAST(ROUND(unixepoch('subsec') * 1000.0) AS INTEGER) * 1000)",
-            Dialect::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
-            Dialect::Postgres => "c.now_us",
-        }
-    }
-
-    /// The CTE that reads the clock once, for PostgreSQL.
-    pub(super) fn with_now(self) -> &'static str {
-        match self {
-            Dialect::Postgres => {
-                "WITH c AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us) "
-            }
-            _ => "",
-        }
+        self.spelling().now_expr()
     }
 
     /// Whether `UPDATE ... RETURNING` exists (MySQL and MariaDB lack it).
     pub(super) fn has_update_returning(self) -> bool {
-        !matches!(self, Dialect::MySql)
+        self.spelling().has_update_returning()
     }
 
-    /// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL. Our statements
-    /// contain no `?` inside literals, so a plain scan is exact.
+    /// Starts a transaction that takes the write lock at once.
+    pub(super) fn begin_write(self) -> &'static str {
+        self.spelling().begin_write()
+    }
+
+    /// Row-lock suffix for a fencing read.
+    pub(super) fn for_update(self) -> &'static str {
+        self.spelling().for_update()
+    }
+
+    /// Rewrites `?` placeholders as `$1, $2, ...` where the database numbers
+    /// them. The statements contain no `?` inside literals, so a plain scan
+    /// is exact.
     fn placeholders(self, sql: String) -> String {
-        if self != Dialect::Postgres {
+        if !self.spelling().numbered_placeholders() {
             return sql;
         }
         let mut out = String::with_capacity(sql.len() + 8);
@@ -87,19 +253,23 @@ impl Dialect {
         out
     }
 
+    /// The text sent: `{now}` spelt as the server's clock, placeholders as
+    /// the database numbers them.
     pub(super) fn finish(self, sql: String) -> String {
         use crate::bugs::{active, Bug};
         // The whole-seconds bug's one SQL hook: every statement reads the clock
         // through this spelling of `{now}`.
         let now = if active(Bug::WholeSeconds) {
-            match self {
-                Dialect::MySql => format!("(({}) DIV 1000000 * 1000000)", self.now_expr()),
-                _ => format!("(({}) / 1000000 * 1000000)", self.now_expr()),
-            }
+            self.spelling().whole_seconds(self.now_expr())
         } else {
             self.now_expr().to_string()
         };
         self.placeholders(sql.replace("{now}", &now))
+    }
+
+    /// Plain statement with `?` placeholders adapted.
+    pub(super) fn plain(self, sql: String) -> String {
+        self.finish(sql)
     }
 
     /// `UPDATE table SET set WHERE where [RETURNING returning]`.
@@ -110,24 +280,15 @@ impl Dialect {
         filter: &str,
         returning: Option<&str>,
     ) -> String {
-        let (from, ret) = match (self, returning) {
-            (Dialect::Postgres, Some(r)) => (" FROM c", format!(" RETURNING {r}")),
-            (Dialect::Postgres, None) => (" FROM c", String::new()),
-            (Dialect::Sqlite, Some(r)) => ("", format!(" RETURNING {r}")),
-            _ => ("", String::new()),
-        };
-        self.finish(format!(
-            "{}UPDATE {table} SET {set}{from} WHERE {filter}{ret}",
-            self.with_now()
-        ))
+        self.finish(self.spelling().update(table, set, filter, returning))
     }
 
     /// [`update`](Self::update) of lease rows that followers and observers
     /// must hear of at once. On PostgreSQL the statement itself sends the
-    /// notification (`pg_notify` on `channel` for each changed row, in the
-    /// same transaction): listeners hear of the change at its commit, one
-    /// round trip sooner than from a second statement, and never of a change
-    /// that did not commit. Its answer is one row per changed row, so its
+    /// notification (`pg_notify` for each changed row, in the same
+    /// transaction): listeners hear of the change at its commit, one round
+    /// trip sooner than from a second statement, and never of a change that
+    /// did not commit. Its answer is one row per changed row, so its
     /// rows-affected count is the update's. Elsewhere it is the plain update.
     pub(super) fn update_announced(
         self,
@@ -136,119 +297,94 @@ impl Dialect {
         filter: &str,
         channel: &str,
     ) -> String {
-        if self != Dialect::Postgres {
-            return self.update(table, set, filter, None);
+        match self
+            .spelling()
+            .update_announced(table, set, filter, channel)
+        {
+            Some(sql) => self.finish(sql),
+            None => self.update(table, set, filter, None),
         }
-        // `::text`: pg_notify returns void, which the `Any` driver cannot decode.
-        self.finish(format!(
-            "{}, done AS (UPDATE {table} SET {set} FROM c WHERE {filter} RETURNING namespace, election) \
-             SELECT pg_notify('{channel}', namespace || chr(31) || election)::text FROM done",
-            self.with_now().trim_end()
-        ))
     }
 
     /// `SELECT columns FROM table WHERE filter [suffix]`, with `{now}` available.
     pub(super) fn select(self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
-        let from = match self {
-            Dialect::Postgres => format!("{table}, c"),
-            _ => table.to_string(),
-        };
-        self.finish(format!(
-            "{}SELECT {columns} FROM {from} WHERE {filter}{suffix}",
-            self.with_now()
-        ))
+        self.finish(self.spelling().select(table, columns, filter, suffix))
+    }
+
+    /// `DELETE FROM table WHERE filter`, with `{now}` available.
+    pub(super) fn delete(self, table: &str, filter: &str) -> String {
+        self.finish(self.spelling().delete(table, filter))
     }
 
     /// Inserts a vacant row for an election unless it exists. Not a decision: the
     /// conditional UPDATE that follows decides who acquires.
     pub(super) fn insert_vacant(self, table: &str) -> String {
-        let sql = match self {
-            Dialect::MySql => format!(
-                "INSERT INTO {table} (namespace, election) VALUES (?, ?) ON DUPLICATE KEY UPDATE namespace = namespace"
-            ),
-            _ => format!(
-                "INSERT INTO {table} (namespace, election) VALUES (?, ?) ON CONFLICT DO NOTHING"
-            ),
-        };
-        self.finish(sql)
+        let keep = self.spelling().on_duplicate_keep("namespace");
+        self.finish(format!(
+            "INSERT INTO {table} (namespace, election) VALUES (?, ?) {keep}"
+        ))
     }
 
     /// Inserts the schema-version row unless present.
     pub(super) fn insert_schema_version(self, table: &str, version: i64) -> String {
-        match self {
-            Dialect::MySql => format!(
-                "INSERT INTO {table} (component, version) VALUES ('tenure', {version}) ON DUPLICATE KEY UPDATE component = component"
-            ),
-            _ => format!(
-                "INSERT INTO {table} (component, version) VALUES ('tenure', {version}) ON CONFLICT DO NOTHING"
-            ),
-        }
+        let keep = self.spelling().on_duplicate_keep("component");
+        format!("INSERT INTO {table} (component, version) VALUES ('tenure', {version}) {keep}")
     }
 
-    /// Plain statement with `?` placeholders adapted.
-    pub(super) fn plain(self, sql: String) -> String {
-        self.finish(sql)
+    /// `INSERT ... ` of a history row, ignoring a duplicate term.
+    pub(super) fn insert_history(self, table: &str) -> String {
+        let cols = "(namespace, election, term, holder, start_reason, start_us)";
+        let keep = self.spelling().on_duplicate_keep("term");
+        self.finish(format!(
+            "INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, ?, ?) {keep}"
+        ))
     }
 
-    /// The kind of server this dialect talks to, for messages.
-    pub(super) fn server_name(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "SQLite",
-            Dialect::MySql => "MySQL/MariaDB",
-            Dialect::Postgres => "PostgreSQL",
-        }
+    /// See [`Spelling::upsert_members`].
+    pub(super) fn upsert_members(self, table: &str, n: usize) -> String {
+        self.finish(self.spelling().upsert_members(table, n))
     }
 
-    /// Starts a transaction that takes the write lock at once. SQLite's default
-    /// deferred BEGIN would upgrade a read lock later and can fail with
-    /// SQLITE_BUSY without waiting; IMMEDIATE waits for the busy timeout instead.
-    pub(super) fn begin_write(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "BEGIN IMMEDIATE",
-            Dialect::MySql => "START TRANSACTION",
-            Dialect::Postgres => "BEGIN",
-        }
+    /// See [`Spelling::insert_run`].
+    pub(super) fn insert_run(self, table: &str, columns: &str) -> String {
+        self.finish(self.spelling().insert_run(table, columns))
     }
 
-    /// Row-lock suffix for a fencing read.
-    pub(super) fn for_update(self) -> &'static str {
-        match self {
-            // BEGIN IMMEDIATE already holds the database's write lock.
-            Dialect::Sqlite => "",
-            _ => " FOR UPDATE",
-        }
+    /// See [`Spelling::heartbeat_and_read`].
+    pub(super) fn heartbeat_and_read(
+        self,
+        leases: &str,
+        members: &str,
+        columns: &str,
+    ) -> Option<String> {
+        let sql = self
+            .spelling()
+            .heartbeat_and_read(leases, members, columns)?;
+        Some(self.finish(sql))
     }
 
-    /// Column types, per dialect: (text key, free text, 64-bit integer, table options).
-    fn types(self, server: ServerKind) -> (String, String, &'static str, &'static str) {
-        match self {
-            Dialect::Sqlite => ("TEXT".into(), "TEXT".into(), "INTEGER", ""),
-            // A binary NO PAD collation: names compare byte for byte, so "Cron",
-            // "cron" and "cron " are three elections, as on the other stores.
-            // The PAD SPACE `utf8mb4_bin` would merge "cron" and "cron ".
-            Dialect::MySql => (
-                Self::mysql_varchar(255, server),
-                Self::mysql_varchar(1024, server),
-                "BIGINT",
-                " ENGINE=InnoDB",
-            ),
-            Dialect::Postgres => ("TEXT".into(), "TEXT".into(), "BIGINT", ""),
-        }
-    }
-
-    /// A MySQL/MariaDB text column of `chars` characters that compares byte
-    /// for byte (see [`Self::types`]).
-    fn mysql_varchar(chars: u32, server: ServerKind) -> String {
-        let collation = match server {
-            ServerKind::MariaDb => "utf8mb4_nopad_bin",
-            ServerKind::Other => "utf8mb4_0900_bin",
-        };
-        format!("VARCHAR({chars}) CHARACTER SET utf8mb4 COLLATE {collation}")
+    /// See [`Spelling::packed_heartbeat_and_read`].
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(super) fn packed_heartbeat_and_read(
+        self,
+        leases: &str,
+        members: &str,
+        fields: &[&str],
+    ) -> Option<String> {
+        let sql = self
+            .spelling()
+            .packed_heartbeat_and_read(leases, members, fields)?;
+        Some(self.finish(sql))
     }
 
     /// The DDL of schema version 1: the schema-version table and the lease table.
     pub(super) fn schema_v1(self, prefix: &str, server: ServerKind) -> Vec<String> {
-        let (key, text, int, opts) = self.types(server);
+        let ColumnTypes {
+            key,
+            text,
+            int,
+            table_options: opts,
+        } = self.spelling().column_types(server);
         vec![
             format!(
                 "CREATE TABLE IF NOT EXISTS {prefix}schema (\n  \
@@ -271,12 +407,15 @@ impl Dialect {
             ),
         ]
     }
-}
 
-impl Dialect {
     /// Schema version 2: members, history, and hand-over columns on the lease.
     pub(super) fn schema_v2(self, prefix: &str, server: ServerKind) -> Vec<String> {
-        let (key, text, int, opts) = self.types(server);
+        let ColumnTypes {
+            key,
+            text,
+            int,
+            table_options: opts,
+        } = self.spelling().column_types(server);
         let add = |col: &str, ty: &str, default: &str| {
             format!("ALTER TABLE {prefix}leases ADD COLUMN {col} {ty} NOT NULL DEFAULT {default}")
         };
@@ -319,15 +458,18 @@ impl Dialect {
         ]
     }
 
-    /// Schema version 3: run records (`store/runs.rs`), one row per
-    /// election and name, live until `expires_us` by the server's clock.
+    /// Schema version 3: run records (`runs.rs`), one row per election and
+    /// name, live until `expires_us` by the server's clock.
     pub(super) fn schema_v3(self, prefix: &str, server: ServerKind) -> Vec<String> {
-        let (key, _, int, opts) = self.types(server);
+        let spelling = self.spelling();
+        let ColumnTypes {
+            key,
+            int,
+            table_options: opts,
+            ..
+        } = spelling.column_types(server);
         // Holds `MAX_RUN_VALUE_BYTES` (4096) bytes of any UTF-8.
-        let value = match self {
-            Dialect::MySql => Self::mysql_varchar(4096, server),
-            _ => "TEXT".into(),
-        };
+        let value = spelling.long_text(4096, server);
         vec![format!(
             "CREATE TABLE IF NOT EXISTS {prefix}runs (\n  \
              namespace {key} NOT NULL,\n  \
@@ -339,94 +481,6 @@ impl Dialect {
              expires_us {int} NOT NULL,\n  \
              PRIMARY KEY (namespace, election, name)\n){opts}"
         )]
-    }
-
-    /// The first write of a run record (5 parameters: namespace, election,
-    /// name, value, keep µs), as version 1, returning `columns`.
-    ///
-    /// PostgreSQL and SQLite: one upsert whose update applies only over an
-    /// expired record (a live one keeps its row, and nothing is returned),
-    /// judged by the statement's own now. MySQL/MariaDB: a plain `INSERT`,
-    /// decided by the primary key (a duplicate-key error means someone else
-    /// wrote first); the caller first deletes an expired record of the name,
-    /// which decides nothing (an expired record reads as absent anyway).
-    pub(super) fn insert_run(self, table: &str, columns: &str) -> String {
-        let cols = "(namespace, election, name, value, version, updated_us, expires_us)";
-        let replace_expired = format!(
-            "ON CONFLICT (namespace, election, name) DO UPDATE SET \
-             value = excluded.value, version = 1, updated_us = excluded.updated_us, \
-             expires_us = excluded.expires_us WHERE {table}.expires_us <= excluded.updated_us"
-        );
-        let sql = match self {
-            Dialect::Postgres => format!(
-                "{}INSERT INTO {table} {cols} SELECT ?, ?, ?, ?, 1, c.now_us, c.now_us + ? FROM c \
-                 {replace_expired} RETURNING {columns}",
-                self.with_now()
-            ),
-            Dialect::Sqlite => format!(
-                "INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, 1, {{now}}, {{now}} + ?) \
-                 {replace_expired} RETURNING {columns}"
-            ),
-            Dialect::MySql => {
-                format!("INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, 1, {{now}}, {{now}} + ?)")
-            }
-        };
-        self.finish(sql)
-    }
-
-    /// Registers or heartbeats `n` members in one statement (7 parameters
-    /// each: namespace, election, holder, identity, metadata, priority, ttl
-    /// µs); a member already registered keeps its `joined_us`.
-    pub(super) fn upsert_members(self, table: &str, n: usize) -> String {
-        let cols = "(namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us)";
-        let vals = vec!["(?, ?, ?, ?, ?, ?, {now}, {now}, {now} + ?)"; n].join(", ");
-        let sql = match self {
-            Dialect::MySql => format!(
-                "INSERT INTO {table} {cols} VALUES {vals} ON DUPLICATE KEY UPDATE \
-                 metadata = VALUES(metadata), priority = VALUES(priority), \
-                 heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us)"
-            ),
-            Dialect::Postgres => format!(
-                "{}INSERT INTO {table} {cols} {} \
-                 ON CONFLICT (namespace, election, holder) DO UPDATE SET \
-                 metadata = excluded.metadata, priority = excluded.priority, \
-                 heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us",
-                self.with_now(),
-                vec!["SELECT ?, ?, ?, ?, ?, ?, c.now_us, c.now_us, c.now_us + ? FROM c"; n]
-                    .join(" UNION ALL ")
-            ),
-            Dialect::Sqlite => format!(
-                "INSERT INTO {table} {cols} VALUES {vals} \
-                 ON CONFLICT (namespace, election, holder) DO UPDATE SET \
-                 metadata = excluded.metadata, priority = excluded.priority, \
-                 heartbeat_us = excluded.heartbeat_us, expires_us = excluded.expires_us"
-            ),
-        };
-        self.finish(sql)
-    }
-
-    /// `INSERT ... ` of a history row, ignoring a duplicate term.
-    pub(super) fn insert_history(self, table: &str) -> String {
-        let cols = "(namespace, election, term, holder, start_reason, start_us)";
-        let sql = match self {
-            Dialect::MySql => format!(
-                "INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE term = term"
-            ),
-            _ => format!("INSERT INTO {table} {cols} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"),
-        };
-        self.finish(sql)
-    }
-
-    /// `DELETE FROM table WHERE filter`, with `{now}` available.
-    pub(super) fn delete(self, table: &str, filter: &str) -> String {
-        let sql = match self {
-            Dialect::Postgres => format!(
-                "{}DELETE FROM {table} USING c WHERE {filter}",
-                self.with_now()
-            ),
-            _ => format!("DELETE FROM {table} WHERE {filter}"),
-        };
-        self.finish(sql)
     }
 }
 

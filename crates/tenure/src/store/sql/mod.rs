@@ -1,6 +1,7 @@
 //! One SQL implementation of [`LeaseStore`](crate::store::LeaseStore) for SQLite, MySQL/MariaDB and PostgreSQL.
 //!
-//! The protocol is the same on all three; `dialect.rs` holds the spellings. Queries
+//! The protocol is the same on all three; each database's folder holds its
+//! spelling of the statements and its wake-up mechanism. Queries
 //! are built at runtime (no compile-time database needed) and run through sqlx's
 //! `Any` driver, so one code path serves every database.
 //!
@@ -15,8 +16,9 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `connect.rs` | URL schemes, pool options, SQLite pragmas, the connection probe |
-//! | `dialect.rs` | how each database spells "now", upserts and `RETURNING` |
+//! | `connect.rs` | URL schemes, pool options, the connection probe |
+//! | `dialect.rs` | the statements' shapes, and the `Spelling` each database gives them |
+//! | `wake.rs` | which wake-up mechanism a store has, and what the store tells it |
 //! | `statements.rs` | every statement's text, built once per store; the one function every statement passes through |
 //! | `store.rs` | the [`LeaseStore`](crate::store::LeaseStore) operations |
 //! | `decode.rs` | rows as lease, member and history records |
@@ -28,9 +30,9 @@
 //! | `schema.rs` | tables, schema versions and upgrades |
 //! | `errors.rs` | database errors as [`crate::Error`]s that name the fix |
 //! | `tls.rs` | TLS parameters of MySQL/MariaDB and PostgreSQL URLs |
-//! | [`postgres`] | PostgreSQL: its URLs, TLS, LISTEN/NOTIFY wake-ups, a follower's heartbeat and read in one statement |
-//! | [`mysql`] | MySQL/MariaDB: its URLs, TLS, named-lock wake-ups, doorbells, MariaDB's one-statement heartbeat |
-//! | [`sqlite`] | SQLite: its URLs and wake-ups from file events |
+//! | `postgres/` | PostgreSQL: its spelling (clock CTE, `$n` placeholders, `pg_notify`, a follower's heartbeat and read in one statement), LISTEN wake-ups |
+//! | `mysql/` | MySQL/MariaDB: its spelling (`ON DUPLICATE KEY`, collations, MariaDB's one-statement heartbeat), named-lock wake-ups, doorbells |
+//! | `sqlite/` | SQLite: its spelling, pragmas and probe, wake-ups from file events |
 
 mod after;
 mod batch;
@@ -44,9 +46,13 @@ mod kept;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
+#[cfg(not(feature = "mysql"))]
+mod mysql;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(not(feature = "postgres"))]
+mod postgres;
 mod reaps;
 mod run_statements;
 mod runs;
@@ -54,10 +60,13 @@ mod schema;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
+#[cfg(not(feature = "sqlite"))]
+mod sqlite;
 mod statements;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
+mod wake;
 
 use std::sync::{Arc, OnceLock};
 
@@ -92,36 +101,21 @@ pub struct SqlStore {
     prefix: String,
     statements: Arc<Statements>,
     described: String,
-    #[cfg(feature = "postgres")]
-    push: Option<Arc<postgres::PushHub>>,
-    /// MySQL/MariaDB wake-ups through named locks.
-    #[cfg(feature = "mysql")]
-    named_locks: Option<Arc<mysql::NamedLocks>>,
-    /// MySQL/MariaDB: whether the server has `INSERT ... RETURNING`
-    /// (MariaDB 10.5 or newer), which makes a follower's heartbeat and
-    /// read one statement.
-    #[cfg(feature = "mysql")]
-    returning: mysql::Returning,
+    /// How followers of this database are woken: the one part that
+    /// differs by database beyond the statements' spelling (`wake.rs`).
+    wake: Arc<wake::Wake>,
     /// The connection that lease statements hand back to, not to the pool.
     kept: Arc<kept::Kept>,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<crate::store::util::gather::Batched<heartbeats::Heartbeats>>,
     reaps: Arc<crate::store::util::gather::Batched<reaps::Reaps>>,
-    /// SQLite wake-ups from file events on the database and its log.
-    #[cfg(feature = "sqlite")]
-    file_watch: Option<Arc<sqlite::FileWatch>>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<Queued>>,
 }
 
 impl Drop for SqlStore {
     fn drop(&mut self) {
-        // Named-lock waiters hold the lock table alive and a connection each;
-        // without this they would outlive the store by up to 12 TTLs.
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.stop_waiters();
-        }
+        self.wake.stop();
     }
 }
 

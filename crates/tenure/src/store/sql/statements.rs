@@ -11,7 +11,7 @@ use crate::store::{Member, Tenure};
 
 /// The lease table's columns that make a lease record, in the order of
 /// [`RECORD_COLUMNS`] (which adds the server's now as `now_us`), and of
-/// MariaDB's packed record (`Dialect::mariadb_heartbeat_and_read`).
+/// MariaDB's packed record (`mysql/dialect.rs`).
 #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(super) const RECORD_FIELDS: [&str; 15] = [
     "namespace",
@@ -60,7 +60,7 @@ pub(super) struct Statements {
     /// the dialect has one (PostgreSQL).
     pub(super) heartbeat_and_read: Option<String>,
     /// The same for MariaDB ≥ 10.5, whose answer is one packed column
-    /// (`Dialect::mariadb_heartbeat_and_read`); sent only once the server
+    /// (`mysql/dialect.rs`); sent only once the server
     /// is known to be one (`mariadb.rs`).
     #[cfg(feature = "mysql")]
     pub(super) mariadb_heartbeat_and_read: Option<String>,
@@ -140,12 +140,9 @@ impl Statements {
                 &changes,
             ),
             read: dialect.select(&t, RECORD_COLUMNS, key, ""),
-            #[cfg(feature = "postgres")]
             heartbeat_and_read: dialect.heartbeat_and_read(&t, &m, RECORD_COLUMNS),
-            #[cfg(not(feature = "postgres"))]
-            heartbeat_and_read: None,
             #[cfg(feature = "mysql")]
-            mariadb_heartbeat_and_read: dialect.mariadb_heartbeat_and_read(&t, &m, &RECORD_FIELDS),
+            mariadb_heartbeat_and_read: dialect.packed_heartbeat_and_read(&t, &m, &RECORD_FIELDS),
             list_all: dialect.select(&t, RECORD_COLUMNS, "1 = 1", " ORDER BY namespace, election"),
             list_namespace: dialect.select(
                 &t,

@@ -41,27 +41,6 @@ impl SqlStore {
         };
         fetched.map_err(|e| self.wrap(e))
     }
-
-    /// A read found `rec` (MySQL: named-lock waits follow what was read).
-    fn seen(&self, key: &ElectionKey, rec: Option<&LeaseRecord>) {
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.seen(key, rec);
-        }
-        #[cfg(not(feature = "mysql"))]
-        let _ = (key, rec);
-    }
-
-    /// A tenure of `key` ended here: free its named lock (MySQL), waking
-    /// the followers that wait on it.
-    fn named_lock_ended(&self, key: &ElectionKey) {
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.spawn_ended(key);
-        }
-        #[cfg(not(feature = "mysql"))]
-        let _ = key;
-    }
 }
 
 impl SqlStore {
@@ -221,7 +200,7 @@ impl LeaseStore for SqlStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             push: true,
-            push_acquisitions: !matches!(self.dialect, super::dialect::Dialect::MySql),
+            push_acquisitions: self.wake.pushes_acquisitions(),
             fenced_transactions: true,
             batch_renew: true,
             list_members: true,
@@ -238,16 +217,10 @@ impl LeaseStore for SqlStore {
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let result = self.try_acquire_inner(claim).await;
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            match &result {
-                Ok(Acquire::Acquired(rec)) => {
-                    let (locks, key) = (locks.clone(), rec.key.clone());
-                    tokio::spawn(async move { locks.leading(&key).await });
-                }
-                Ok(Acquire::Held(rec)) => locks.seen(&claim.key, rec.as_ref()),
-                _ => {}
-            }
+        match &result {
+            Ok(Acquire::Acquired(rec)) => self.wake.acquired(&rec.key),
+            Ok(Acquire::Held(rec)) => self.wake.seen(&claim.key, rec.as_ref()),
+            _ => {}
         }
         if let Ok(Acquire::Acquired(rec)) = &result {
             // Tell the others first, then write the history, off the caller's
@@ -263,9 +236,8 @@ impl LeaseStore for SqlStore {
             return self.renew_one(sql, tenure, ttl).await;
         }
         let renewed = self.batcher.renew(tenure, ttl).await;
-        #[cfg(feature = "mysql")]
-        if let (Some(locks), Ok(false)) = (&self.named_locks, &renewed) {
-            locks.spawn_ended(&tenure.key);
+        if let Ok(false) = &renewed {
+            self.wake.ended(&tenure.key);
         }
         renewed
     }
@@ -273,7 +245,7 @@ impl LeaseStore for SqlStore {
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         let released = self.release_inner(tenure).await;
         // Whatever the answer, this process no longer leads with this tenure.
-        self.named_lock_ended(&tenure.key);
+        self.wake.ended(&tenure.key);
         let released = released?;
         if released {
             // PostgreSQL listeners heard of it from the statement itself
@@ -308,7 +280,7 @@ impl LeaseStore for SqlStore {
         }
         .await
         .map_err(|e| self.wrap(e));
-        self.named_lock_ended(&tenure.key);
+        self.wake.ended(&tenure.key);
         let done = done?.rows_affected() == 1;
         if done {
             // As in `release`, the statement notified PostgreSQL listeners.
@@ -337,10 +309,7 @@ impl LeaseStore for SqlStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.ring(key).await;
-        }
+        self.wake.handover_requested(key).await;
         self.read(key).await
     }
 
@@ -348,7 +317,7 @@ impl LeaseStore for SqlStore {
         let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(lent.conn(), key).await?;
         lent.keep();
-        self.seen(key, rec.as_ref());
+        self.wake.seen(key, rec.as_ref());
         Ok(rec)
     }
 
@@ -363,11 +332,8 @@ impl LeaseStore for SqlStore {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.wrap(e))?;
         // Observers list; they are woken like followers.
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            for r in &records {
-                locks.seen(&r.key, Some(r));
-            }
+        for r in &records {
+            self.wake.seen(&r.key, Some(r));
         }
         Ok(records)
     }
@@ -409,9 +375,7 @@ impl Membership for SqlStore {
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
             super::mysql::Tried::Read(rec) => {
-                if let Some(locks) = &self.named_locks {
-                    locks.seen(&member.key, rec.as_ref());
-                }
+                self.wake.seen(&member.key, rec.as_ref());
                 return Ok(rec);
             }
             super::mysql::Tried::Failed(e) => return Err(self.wrap(e)),
@@ -456,7 +420,7 @@ impl Membership for SqlStore {
         // open one (`kept.rs`).
         let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(lent.conn(), key).await?;
-        self.seen(key, rec.as_ref());
+        self.wake.seen(key, rec.as_ref());
         let members = self.members_with(lent.conn(), key).await;
         let members = lent.keep_if_ok(members).ok();
         Ok((rec, members))
@@ -487,10 +451,7 @@ impl History for SqlStore {
     async fn flush(&self) -> Result<()> {
         self.flush_after().await;
         // The wake-up of MySQL/MariaDB followers: the freed named lock.
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            locks.settle().await;
-        }
+        self.wake.settle().await;
         Ok(())
     }
 
@@ -502,42 +463,14 @@ impl History for SqlStore {
 
 impl Wakeups for SqlStore {
     fn subscribe(&self) -> Option<Changes> {
-        #[cfg(feature = "postgres")]
-        if let Some(hub) = &self.push {
-            return hub.subscribe();
-        }
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            return locks.subscribe();
-        }
-        #[cfg(feature = "sqlite")]
-        if let Some(watch) = &self.file_watch {
-            return watch.subscribe();
-        }
-        None
+        self.wake.subscribe()
     }
 
     fn watch_acquisitions(&self, key: &ElectionKey) -> Option<crate::store::AcquisitionWatch> {
-        #[cfg(feature = "mysql")]
-        if let Some(locks) = &self.named_locks {
-            return locks.watch(key);
-        }
-        let _ = key;
-        None
+        self.wake.watch_acquisitions(key)
     }
 
     fn push_health(&self) -> crate::store::PushHealth {
-        #[cfg(feature = "postgres")]
-        if let Some(hub) = &self.push {
-            return hub.health();
-        }
-        let channel = match self.dialect {
-            super::dialect::Dialect::MySql => "MySQL named locks",
-            super::dialect::Dialect::Sqlite => "SQLite file watch",
-            super::dialect::Dialect::Postgres => "PostgreSQL LISTEN",
-        };
-        crate::store::PushHealth::Unreported {
-            channel: channel.to_owned(),
-        }
+        self.wake.health(self.dialect)
     }
 }

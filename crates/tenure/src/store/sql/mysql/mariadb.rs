@@ -1,7 +1,7 @@
 //! MariaDB 10.5 or newer: a follower's member heartbeat and its read of the
 //! lease in ONE statement, `INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING`
 //! with the lease record packed by a scalar subquery
-//! (`Dialect::mariadb_heartbeat_and_read`). MySQL has no `INSERT ...
+//! (`Spelling::packed_heartbeat_and_read` in `mysql/dialect.rs`). MySQL has no `INSERT ...
 //! RETURNING`, nor has MariaDB before 10.5: those servers get the two
 //! statements side by side (heartbeat upsert and plain read), as before.
 //!
@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use sqlx::Row;
 
 use crate::store::sql::decode::decode_packed_record;
-use crate::store::sql::dialect::Dialect;
 use crate::store::sql::errors::mysql_number;
 use crate::store::sql::statements::{bind_member, duration_us, sent};
 use crate::store::sql::SqlStore;
@@ -68,7 +67,11 @@ impl SqlStore {
     /// Asks the server once whether it has `INSERT ... RETURNING`; a failed
     /// question is asked again next time.
     pub(in crate::store::sql) async fn detect_returning(&self) -> bool {
-        match self.returning.0.load(Ordering::Relaxed) {
+        // Only a MySQL/MariaDB store keeps the answer.
+        let Some(returning) = self.wake.returning() else {
+            return false;
+        };
+        match returning.0.load(Ordering::Relaxed) {
             ONE_STATEMENT => return true,
             TWO_STATEMENTS => return false,
             _ => {}
@@ -87,7 +90,7 @@ impl SqlStore {
                     if one { "one statement (INSERT ... RETURNING)" } else { "two statements" }
                 );
                 let state = if one { ONE_STATEMENT } else { TWO_STATEMENTS };
-                let _ = self.returning.0.compare_exchange(
+                let _ = returning.0.compare_exchange(
                     UNKNOWN,
                     state,
                     Ordering::Relaxed,
@@ -159,7 +162,9 @@ impl SqlStore {
                     store = %self.described,
                     "the server refused INSERT ... RETURNING ({e}); followers send their heartbeat and read as two statements"
                 );
-                self.returning.0.store(TWO_STATEMENTS, Ordering::Relaxed);
+                if let Some(returning) = self.wake.returning() {
+                    returning.0.store(TWO_STATEMENTS, Ordering::Relaxed);
+                }
                 Tried::FallBack
             }
             Err(e) => Tried::Failed(e),
@@ -177,59 +182,6 @@ fn locked(e: &sqlx::Error) -> bool {
 /// (a parse error, an unknown variable, "not supported").
 fn refused(e: &sqlx::Error) -> bool {
     matches!(mysql_number(e), Some(1064 | 1193 | 1235 | 1971))
-}
-
-impl Dialect {
-    /// MariaDB 10.5 or newer only (MySQL has no `INSERT ... RETURNING`): one
-    /// member's heartbeat (7 parameters, as `Dialect::upsert_members`) that
-    /// returns its election's lease record (2 parameters: namespace,
-    /// election) in one statement, an idle follower's one request per lease
-    /// lifetime. `None` for the other dialects.
-    ///
-    /// The answer is one column, `lease`: `JSON_ARRAY(fields..., now µs)`
-    /// from ONE scalar subquery on the lease row, or `NULL` when there is no
-    /// lease row. One subquery reads the row once, so every value comes from
-    /// the same version of it: no torn record. (That subquery is a locking
-    /// read, since it runs inside an `INSERT`: it takes a shared lock on the
-    /// lease row for the statement, as `INSERT ... SELECT` does.)
-    ///
-    /// `innodb_lock_wait_timeout = 0` for this statement: the shared lock
-    /// must not wait behind a renewal or, worse, a leader's fenced
-    /// transaction (which holds the row for as long as the application's
-    /// work lasts), where a plain `SELECT` reads the last committed version
-    /// at once. On a conflict the statement fails at once with error 1205,
-    /// undoing the heartbeat too, and the caller falls back to the heartbeat
-    /// and the plain read side by side. The server's now is that of the
-    /// statement's start, as in every other statement; not waiting keeps it
-    /// the time the record was read at.
-    ///
-    /// The record is information for the follower (when to look again,
-    /// whom to follow); safety never rests on it: acquiring is still the
-    /// conditional `UPDATE` judged by the server's clock at that moment.
-    pub(in crate::store::sql) fn mariadb_heartbeat_and_read(
-        self,
-        leases: &str,
-        members: &str,
-        fields: &[&str],
-    ) -> Option<String> {
-        (self == Dialect::MySql).then(|| {
-            let packed = fields
-                .iter()
-                .map(|f| format!("l.{f}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            self.finish(format!(
-                "SET STATEMENT innodb_lock_wait_timeout = 0 FOR \
-                 INSERT INTO {members} \
-                 (namespace, election, holder, identity, metadata, priority, joined_us, heartbeat_us, expires_us) \
-                 VALUES (?, ?, ?, ?, ?, ?, {{now}}, {{now}}, {{now}} + ?) ON DUPLICATE KEY UPDATE \
-                 metadata = VALUES(metadata), priority = VALUES(priority), \
-                 heartbeat_us = VALUES(heartbeat_us), expires_us = VALUES(expires_us) \
-                 RETURNING (SELECT JSON_ARRAY({packed}, {{now}}) FROM {leases} AS l \
-                 WHERE l.namespace = ? AND l.election = ?) AS lease"
-            ))
-        })
-    }
 }
 
 #[cfg(test)]

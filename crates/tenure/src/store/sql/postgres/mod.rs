@@ -1,13 +1,23 @@
 #![doc = include_str!("docs.md")]
 
-// What only PostgreSQL needs: LISTEN/NOTIFY wakes followers and observers
-// in milliseconds when a lease changes hands, instead of at their next read.
-// The notification is sent by the statements shared by all databases
-// (`statements.rs` names the channel); this folder holds the listening side,
-// and the one statement only PostgreSQL has (a follower's heartbeat and read
-// in one data-modifying CTE).
+// What only PostgreSQL needs: its spelling of the statements (the clock read
+// once through a CTE, numbered placeholders, notifications sent by the
+// statement that changes a lease, a follower's heartbeat and read in one
+// data-modifying CTE) and the listening side of LISTEN/NOTIFY, which wakes
+// followers and observers in milliseconds when a lease changes hands.
+//
+// | file | job |
+// |---|---|
+// | `dialect.rs` | how PostgreSQL spells the statements |
+// | `push.rs` | one LISTEN connection per store, and its health |
+//
+// The spelling is plain text and compiles in every build; the listener only
+// with the `postgres` feature.
 
+mod dialect;
+#[cfg(feature = "postgres")]
 mod push;
-mod statements;
 
+pub(super) use dialect::Postgres;
+#[cfg(feature = "postgres")]
 pub(super) use push::PushHub;
