@@ -468,9 +468,9 @@ fn transfer_to_target(dir: &std::path::Path, url: &str, extra: &[&str]) -> std::
 }
 
 /// `--window` is bounded: an overflowing or absurd window is a usage error
-/// (exit 2) before anything is written, and the store stays readable. Before,
-/// 18446744073709551615s panicked and 300000y stored a REAL in SQLite that
-/// made every later read of the election fail.
+/// (exit 2) before anything is written, and the store stays readable (an
+/// unbounded 18446744073709551615s would panic, and 300000y would store a
+/// REAL in SQLite that fails every later read of the election).
 #[tokio::test]
 async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
     let dir = tempfile::tempdir().unwrap();
@@ -526,8 +526,8 @@ async fn transfer_window_is_bounded_and_nothing_is_corrupted() {
 /// `*` is what the stores keep for a hand-over to anyone: `transfer --to '*'`
 /// is a usage error (exit 2), in the CLI and in the library, even where a
 /// member registered under that identity, and it writes nothing; no
-/// candidate may take `*` as its identity. Before, the request was stored
-/// as a resignation.
+/// candidate may take `*` as its identity (stored, the request would read
+/// as a resignation).
 #[tokio::test]
 async fn transfer_to_the_anyone_sentinel_is_refused() {
     use tenure::store::{ElectionKey, Member};

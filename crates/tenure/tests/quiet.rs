@@ -1,7 +1,6 @@
 //! Quiet followers: where the store pushes changes (PostgreSQL NOTIFY, Redis
-//! pub/sub, etcd watch, MySQL/MariaDB named locks, SQLite's change
-//! counter), an idle follower reads
-//! the lease once per lease lifetime (when it would expire), not every poll
+//! pub/sub, etcd watch, MySQL/MariaDB named locks, SQLite's file events),
+//! an idle follower reads the lease once per lease lifetime (when it would expire), not every poll
 //! period, and a release still wakes it at once. Counted through an
 //! instrumented store on the real servers.
 
@@ -766,9 +765,10 @@ async fn resign_reaches_a_zookeeper_leader_at_once() {
 /// what it sends per TTL is its member heartbeat (one keep-alive of its
 /// process lease every 1.5 TTLs), nothing else, while the leader renews. Six
 /// TTLs of 2 s, counted through `Instrumented` (store calls) and the etcd
-/// store's own counters (keep-alive rounds, heartbeat transactions). Before,
-/// the follower read at every expiry it saw (a transaction and a
-/// `LeaseTimeToLive`, with the heartbeat nested): 6-9 reads in six TTLs.
+/// store's own counters (keep-alive rounds, heartbeat transactions). A
+/// follower that read at every expiry it saw (a transaction and a
+/// `LeaseTimeToLive`, with the heartbeat nested) would send 6-9 reads in six
+/// TTLs.
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_follower_sends_one_heartbeat_per_ttl() {
