@@ -21,14 +21,16 @@
 
 mod model;
 mod params;
+mod protocol;
 mod state;
 mod trace;
 
 pub use model::{
-    Action, Protocol, BELIEF_BACKED, ONE_BELIEVER, ONE_HOLDER_PER_TERM, SAFETY, STALE_REFUSED,
-    TERMS_INCREASE, TWO_TAKEOVERS,
+    BELIEF_BACKED, ONE_BELIEVER, ONE_HOLDER_PER_TERM, SAFETY, STALE_REFUSED, TERMS_INCREASE,
+    TWO_TAKEOVERS,
 };
 pub use params::{Params, Rules, CANDIDATES};
+pub use protocol::{Action, Protocol};
 pub use state::{Call, CallOp, Candidate, Msg, Role, Row, State, Write};
 pub use trace::{clocks, explain, summary};
 

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use stateright::Path;
 
-use crate::model::{Action, Protocol};
 use crate::params::CANDIDATES;
+use crate::protocol::{Action, Protocol};
 use crate::state::{CallOp, Msg, Role, State, Write};
 
 /// The clocks at real time `now` (ticks since the start):
