@@ -415,14 +415,7 @@ async fn command_is_killed_before_the_lease_can_expire_when_the_store_goes_silen
     let Some(store) = servers::connect_or_skip(&direct, &StoreOptions::default()).await else {
         return;
     };
-    let proxy = Proxy::start("127.0.0.1:3306")
-        .await
-        .expect("start the proxy");
-    let via_proxy = direct.replace("127.0.0.1:3306", &format!("127.0.0.1:{}", proxy.port));
-    assert_ne!(
-        via_proxy, direct,
-        "test expects the default MariaDB URL on 127.0.0.1:3306"
-    );
+    let (proxy, via_proxy) = Proxy::in_front_of(&direct).await.expect("start the proxy");
     let dir = tempfile::tempdir().unwrap();
     let election = format!("silent-{:x}", rand_u32());
     let mut t = spawn_tenure(

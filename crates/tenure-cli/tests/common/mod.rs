@@ -143,18 +143,12 @@ pub async fn postgres_behind_a_proxy(password: Option<&str>) -> Option<(String, 
     use tenure_testsupport::servers;
     let url = servers::postgres_url();
     servers::connect_or_skip(&url, &Default::default()).await?;
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
-    let mut via = parsed;
-    via.set_port(Some(proxy.port)).expect("port");
-    if let Some(password) = password {
-        via.set_password(Some(password)).expect("password");
-    }
+    let (proxy, via) = Proxy::in_front_of(&url).await.expect("start the proxy");
+    let Some(password) = password else {
+        return Some((url, proxy, via));
+    };
+    let mut via = url::Url::parse(&via).expect("url");
+    via.set_password(Some(password)).expect("password");
     Some((url, proxy, via.to_string()))
 }
 
