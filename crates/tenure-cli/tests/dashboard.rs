@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,13 +36,6 @@ impl Drop for Reap {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
 }
 
 /// Chromium and chromedriver, or why the test cannot run.
@@ -180,7 +173,7 @@ async fn set_token(c: &Client, token: &str) {
 /// Starts chromedriver (reaped with `keep`) and opens a headless Chromium
 /// session through it.
 async fn session(chromium: &Path, driver: &Path, dir: &Path, keep: &mut Vec<Reap>) -> Client {
-    let driver_port = free_port();
+    let driver_port = servers::free_port().expect("a free port");
     keep.push(Reap(
         Command::new(driver)
             .arg(format!("--port={driver_port}"))
@@ -274,7 +267,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     })
     .await;
 
-    let port = free_port();
+    let port = servers::free_port().expect("a free port");
     let addr = format!("127.0.0.1:{port}");
     keep.push(Reap(spawn_tenure(
         dir.path(),
@@ -513,7 +506,7 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let port = free_port();
+    let port = servers::free_port().expect("a free port");
     let addr = format!("127.0.0.1:{port}");
     keep.push(Reap(spawn_tenure(
         dir.path(),

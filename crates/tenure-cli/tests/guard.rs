@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{alive, postgres_behind_a_proxy, wait_until, Proxy, BIN};
+use common::{alive, postgres_behind_a_proxy, read_pid, wait_until, Proxy, BIN};
 
 /// The binary under test; `TENURE_TEST_BIN` points these tests at another
 /// build (for example an older one, to see them fail without the guard).
@@ -321,10 +321,6 @@ fn cgroup_v2_writable() -> bool {
         );
     }
     ok
-}
-
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// How the guard puts the job in a cgroup of its own.

@@ -5,22 +5,13 @@ mod common;
 
 use common::rand_u32;
 
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{alive, spawn_tenure, tenure, text, wait_until, Proxy};
+use common::{alive, read_pid, spawn_tenure, sqlite_url, tenure, text, wait_until, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
 use tenure_testsupport::servers;
-
-fn sqlite_url(dir: &Path) -> String {
-    format!("sqlite://{}", dir.join("t.db").display())
-}
-
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
 
 #[tokio::test]
 async fn child_gets_term_and_names_and_its_exit_code_is_ours_and_the_lease_is_released() {

@@ -236,6 +236,16 @@ pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
         .map(|_| url)
 }
 
+/// A SQLite store URL for the file `t.db` in `dir`.
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("t.db").display())
+}
+
+/// The process id a job wrote to the file `path`, once it is there.
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 /// The parent of `pid`, from `/proc` (for a job: its guard; for a guard: its `tenure run`).
 pub fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
