@@ -1235,16 +1235,14 @@ async fn status_shows_one_election_when_asked() {
 #[tokio::test]
 async fn status_says_whether_push_gets_through() {
     use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    if let Err(why) = Kind::Redis.available() {
-        assert!(
-            !tenure_testsupport::servers::required(),
-            "required in CI: {why}"
-        );
-        eprintln!("SKIPPED: {why}");
-        return;
-    }
     let options = ServerOptions::default().with_redis_user_without_subscribe();
-    let server = Server::start_with(Kind::Redis, options).expect("redis-server");
+    let Some(server) = Server::start_or_skip(
+        Kind::Redis,
+        options,
+        tenure_testsupport::servers::required(),
+    ) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let url = server.url();
     let out = tenure(dir.path(), &["status", "--store", &url]);

@@ -12,16 +12,12 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, tenure, text, wait_until};
+use common::{spawn_tenure, sqlite_url, tenure, text, wait_until};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 /// `tenure run`'s exit code when `--no-wait`/`--timeout` gave up.
 const EXIT_NOT_LEADER: i32 = 75;
-
-fn sqlite_url(dir: &Path) -> String {
-    format!("sqlite://{}", dir.join("t.db").display())
-}
 
 /// A replica that leads `election` and runs `sleep` until dropped.
 struct Leader(Child);

@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,8 +21,8 @@ use common::{migrated_tables, postgres_behind_a_proxy, spawn_tenure, tenure};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
+use tenure_testsupport::http::try_get;
 use tenure_testsupport::servers;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "dashboard-test-token";
 /// The second candidate's identity is markup: the page must show it as text.
@@ -38,13 +38,6 @@ impl Drop for Reap {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 /// Chromium and chromedriver, or why the test cannot run.
 fn browser() -> Result<(PathBuf, PathBuf), String> {
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
@@ -54,43 +47,6 @@ fn browser() -> Result<(PathBuf, PathBuf), String> {
     let driver = which::which("chromedriver")
         .map_err(|_| "no chromedriver on PATH (Debian: apt-get install chromium-driver)")?;
     Ok((chromium, driver))
-}
-
-/// A one-shot HTTP GET on loopback: (status, body), or None if nothing
-/// answers. Reads the body by Content-Length (chromedriver keeps the
-/// connection open) or to the end.
-async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let ask = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-        s.write_all(request.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            let n = s.read(&mut chunk).await.ok()?;
-            buf.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&buf);
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length = head.lines().find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                });
-                if n == 0 || length.is_some_and(|len| body.len() >= len) {
-                    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-                    return Some((status, body.to_string()));
-                }
-            } else if n == 0 {
-                return None;
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), ask)
-        .await
-        .ok()?
 }
 
 /// Polls `probe` until it returns Some, or panics naming `what` after `within`.
@@ -217,7 +173,7 @@ async fn set_token(c: &Client, token: &str) {
 /// Starts chromedriver (reaped with `keep`) and opens a headless Chromium
 /// session through it.
 async fn session(chromium: &Path, driver: &Path, dir: &Path, keep: &mut Vec<Reap>) -> Client {
-    let driver_port = free_port();
+    let driver_port = servers::free_port().expect("a free port");
     keep.push(Reap(
         Command::new(driver)
             .arg(format!("--port={driver_port}"))
@@ -229,7 +185,11 @@ async fn session(chromium: &Path, driver: &Path, dir: &Path, keep: &mut Vec<Reap
     eventually(
         "chromedriver to answer",
         Duration::from_secs(20),
-        || async { get(driver_port, "/status").await.filter(|(s, _)| *s == 200) },
+        || async {
+            try_get(SocketAddr::from(([127, 0, 0, 1], driver_port)), "/status")
+                .await
+                .filter(|(s, _)| *s == 200)
+        },
     )
     .await;
     let profile = dir.join("chromium-profile");
@@ -307,7 +267,7 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     })
     .await;
 
-    let port = free_port();
+    let port = servers::free_port().expect("a free port");
     let addr = format!("127.0.0.1:{port}");
     keep.push(Reap(spawn_tenure(
         dir.path(),
@@ -325,10 +285,16 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
     eventually(
         "tenure serve to be ready",
         Duration::from_secs(20),
-        || async { get(port, "/readyz").await.filter(|(s, _)| *s == 200) },
+        || async {
+            try_get(SocketAddr::from(([127, 0, 0, 1], port)), "/readyz")
+                .await
+                .filter(|(s, _)| *s == 200)
+        },
     )
     .await;
-    let (code, html) = get(port, "/ui").await.expect("GET /ui");
+    let (code, html) = try_get(SocketAddr::from(([127, 0, 0, 1], port)), "/ui")
+        .await
+        .expect("GET /ui");
     assert_eq!(code, 200, "GET /ui: {html}");
 
     let c = session(&chromium, &driver, dir.path(), &mut keep).await;
@@ -540,7 +506,7 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let port = free_port();
+    let port = servers::free_port().expect("a free port");
     let addr = format!("127.0.0.1:{port}");
     keep.push(Reap(spawn_tenure(
         dir.path(),
@@ -557,7 +523,10 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
         &dir.path().join("serve.log"),
     )));
     let start = Instant::now();
-    while get(port, "/readyz").await.is_none_or(|(s, _)| s != 200) {
+    while try_get(SocketAddr::from(([127, 0, 0, 1], port)), "/readyz")
+        .await
+        .is_none_or(|(s, _)| s != 200)
+    {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "tenure serve not ready after 30 s; its log:\n{}",
@@ -590,7 +559,7 @@ async fn dashboard_marks_the_last_known_state_stale_while_the_store_is_cut() {
             // is still stale after 30 s, say so loudly but do not fail here.)
             let start = Instant::now();
             loop {
-                let fresh = get(port, "/v1/elections")
+                let fresh = try_get(SocketAddr::from(([127, 0, 0, 1], port)), "/v1/elections")
                     .await
                     .is_some_and(|(s, b)| s == 200 && !b.contains("\"stale\""));
                 if fresh {

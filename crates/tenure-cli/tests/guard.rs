@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{alive, wait_until, Proxy, BIN};
+use common::{alive, postgres_behind_a_proxy, read_pid, wait_until, Proxy, BIN};
 
 /// The binary under test; `TENURE_TEST_BIN` points these tests at another
 /// build (for example an older one, to see them fail without the guard).
@@ -37,25 +37,20 @@ enum Kind {
     Postgres,
 }
 
-/// A store for one test: its URL, a client for checks, and its address for a proxy.
+/// A store for one test: its URL and a client for checks.
 struct TestStore {
     url: String,
     client: DynStore,
-    tcp: Option<String>,
 }
 
 async fn store(kind: Kind, dir: &Path) -> Option<TestStore> {
-    let (url, tcp) = match kind {
-        Kind::Sqlite => (format!("sqlite://{}", dir.join("t.db").display()), None),
-        Kind::Mariadb => (servers::mysql_url(), Some("127.0.0.1:3306")),
-        Kind::Postgres => (servers::postgres_url(), Some("127.0.0.1:5432")),
+    let url = match kind {
+        Kind::Sqlite => format!("sqlite://{}", dir.join("t.db").display()),
+        Kind::Mariadb => servers::mysql_url(),
+        Kind::Postgres => servers::postgres_url(),
     };
     let client = servers::connect_or_skip(&url, &StoreOptions::default()).await?;
-    Some(TestStore {
-        url,
-        client,
-        tcp: tcp.map(String::from),
-    })
+    Some(TestStore { url, client })
 }
 
 fn election(prefix: &str) -> String {
@@ -328,10 +323,6 @@ fn cgroup_v2_writable() -> bool {
     ok
 }
 
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
 /// How the guard puts the job in a cgroup of its own.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum JobCgroup {
@@ -484,14 +475,12 @@ async fn blocked_stderr_cannot_delay_the_kill(kind: Kind) {
         return;
     };
     let name = election("stderr");
-    let (url, mut cut) = match &s.tcp {
-        Some(addr) => {
-            let proxy = Proxy::start(addr).await.expect("start the proxy");
-            let via = s.url.replace(addr, &format!("127.0.0.1:{}", proxy.port));
-            assert_ne!(via, s.url, "test expects the default server URL on {addr}");
+    let (url, mut cut) = match kind {
+        Kind::Sqlite => (s.url.clone(), None),
+        Kind::Mariadb | Kind::Postgres => {
+            let (proxy, via) = Proxy::in_front_of(&s.url).await.expect("start the proxy");
             (via, Some(Cut::Proxy(proxy)))
         }
-        None => (s.url.clone(), None),
     };
     let (read_end, write_end) = nix::unistd::pipe().unwrap();
     let mut t = Command::new(bin())
@@ -722,17 +711,6 @@ async fn restart_waits_for_enough_lease_for_the_kill_grace() {
 const TERM_RECORDING_JOB: &str = "trap 'echo \"term $TENURE_TERM $$\" >> events; exit 0' TERM; \
      echo \"start $TENURE_TERM $$\" >> events; while :; do sleep 0.05; done";
 
-/// The PostgreSQL test server, a proxy in front of it, and the URL through
-/// the proxy; `None` (skipped) without the server.
-async fn postgres_behind_a_proxy(d: &Path) -> Option<(TestStore, Proxy, String)> {
-    let s = store(Kind::Postgres, d).await?;
-    let addr = s.tcp.clone()?;
-    let proxy = Proxy::start(&addr).await.expect("start the proxy");
-    let url = s.url.replace(&addr, &format!("127.0.0.1:{}", proxy.port));
-    assert_ne!(url, s.url, "test expects the default server URL on {addr}");
-    Some((s, proxy, url))
-}
-
 /// The FIRST job of a tenure also waits for enough lease, as restarts do:
 /// when the acquisition's answer comes back slowly (a proxy in front of
 /// PostgreSQL delays each direction by 150 ms; with sqlx's ping before each
@@ -747,9 +725,10 @@ async fn first_spawn_waits_for_enough_lease_for_the_kill_grace() {
     let _timed = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
+    let Some((_, proxy, url)) = postgres_behind_a_proxy(None).await else {
         return;
     };
+    let s = store(Kind::Postgres, d).await.expect("PostgreSQL answered");
     let name = election("first-spawn");
     let key = ElectionKey::new("default", name.clone());
     // A holder that is not a member holds the lease for 3 s, so `a` starts,
@@ -860,9 +839,10 @@ async fn restart_without_enough_lease_resigns_to_another_candidate() {
     let _timed = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let Some((s, proxy, url)) = postgres_behind_a_proxy(d).await else {
+    let Some((_, proxy, url)) = postgres_behind_a_proxy(None).await else {
         return;
     };
+    let s = store(Kind::Postgres, d).await.expect("PostgreSQL answered");
     let name = election("restart-resign");
     let key = ElectionKey::new("default", name.clone());
     let flags = |c: &mut Command| {

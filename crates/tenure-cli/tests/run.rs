@@ -5,22 +5,13 @@ mod common;
 
 use common::rand_u32;
 
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{alive, spawn_tenure, tenure, text, wait_until, Proxy};
+use common::{alive, read_pid, spawn_tenure, sqlite_url, tenure, text, wait_until, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
 use tenure_testsupport::servers;
-
-fn sqlite_url(dir: &Path) -> String {
-    format!("sqlite://{}", dir.join("t.db").display())
-}
-
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
 
 #[tokio::test]
 async fn child_gets_term_and_names_and_its_exit_code_is_ours_and_the_lease_is_released() {
@@ -415,14 +406,7 @@ async fn command_is_killed_before_the_lease_can_expire_when_the_store_goes_silen
     let Some(store) = servers::connect_or_skip(&direct, &StoreOptions::default()).await else {
         return;
     };
-    let proxy = Proxy::start("127.0.0.1:3306")
-        .await
-        .expect("start the proxy");
-    let via_proxy = direct.replace("127.0.0.1:3306", &format!("127.0.0.1:{}", proxy.port));
-    assert_ne!(
-        via_proxy, direct,
-        "test expects the default MariaDB URL on 127.0.0.1:3306"
-    );
+    let (proxy, via_proxy) = Proxy::in_front_of(&direct).await.expect("start the proxy");
     let dir = tempfile::tempdir().unwrap();
     let election = format!("silent-{:x}", rand_u32());
     let mut t = spawn_tenure(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,38 +14,8 @@ use common::{
     migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, text, wait_until, Serve, BIN,
 };
 use serde_json::Value;
+use tenure_testsupport::http::blocking::{get, request};
 use tenure_testsupport::servers;
-
-/// One HTTP/1.1 request; returns status and body.
-fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for h in headers {
-        req.push_str(h);
-        req.push_str("\r\n");
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).expect("send");
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).expect("read");
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {resp:?}"));
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_string())
-}
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    http(addr, "GET", path, &[], "")
-}
 
 fn json(addr: &str, path: &str) -> (u16, Value) {
     let (status, body) = get(addr, path);
@@ -63,7 +33,7 @@ fn json(addr: &str, path: &str) -> (u16, Value) {
 
 fn post(addr: &str, action: &str, election: &str, headers: &[&str], body: &str) -> (u16, Value) {
     let path = format!("/v1/elections/default/{election}/{action}");
-    let (status, text) = http(addr, "POST", &path, headers, body);
+    let (status, text) = request(addr, "POST", &path, headers, body);
     let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text:?}"));
     conforms(
         "post",

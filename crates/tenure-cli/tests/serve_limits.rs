@@ -16,6 +16,7 @@ use common::{
     migrated_tables, postgres_behind_a_proxy, rss_kb, serve, tenure, tenure_command, text,
     wait_until,
 };
+use tenure_testsupport::http::blocking::get;
 
 /// One request with `Connection: close`; the whole answer (status line,
 /// headers, body), or an error if none came within `within`.
@@ -38,20 +39,9 @@ fn status(resp: &str) -> u16 {
         .unwrap_or_else(|| panic!("no status in {resp:?}"))
 }
 
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let resp = request(
-        addr,
-        &format!("GET {path} HTTP/1.1"),
-        Duration::from_secs(10),
-    )
-    .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    (status(&resp), resp)
-}
-
 fn leader_of(addr: &str) -> String {
-    let (_, resp) = get(addr, "/");
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    serde_json::from_str::<serde_json::Value>(body)
+    let (_, body) = get(addr, "/");
+    serde_json::from_str::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["name"].as_str().map(str::to_string))
         .unwrap_or_default()

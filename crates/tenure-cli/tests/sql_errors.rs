@@ -411,14 +411,8 @@ async fn foreign_members_table_is_found_on_the_first_run() {
 /// Starts a private server of `kind` with `args`, or `None` (SKIPPED) when
 /// its binaries are missing; in CI a missing binary fails.
 fn private(kind: Kind, args: &[&str]) -> Option<Server> {
-    if let Err(why) = kind.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
-        return None;
-    }
-    Some(
-        Server::start_with(kind, ServerOptions::default().with_args(args)).expect("private server"),
-    )
+    let options = ServerOptions::default().with_args(args);
+    Server::start_or_skip(kind, options, servers::required())
 }
 
 /// Installs sqlx's `Any` drivers as tenure does (a lazy store touches nothing).

@@ -4,7 +4,9 @@
 //! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]), a throwaway
 //! certificate authority for TLS tests ([`tls`]), a `metrics` recorder
 //! that reads what electors and stores count ([`metrics`]), a bare HTTP
-//! GET ([`http`]), and what `/proc` says of a process ([`process`]).
+//! GET ([`http`]), what `/proc` says of a process ([`process`]), and, with
+//! the `world` feature, electors on a memory store and a manual clock driven
+//! by hand (`world`).
 //!
 //! A missing server, shared or private, fails the run in CI (`CI=true`) or
 //! with `TENURE_REQUIRE_SERVERS=1`, and skips the test with a printed reason
@@ -17,6 +19,8 @@ pub mod process;
 pub mod proxy;
 pub mod servers;
 pub mod tls;
+#[cfg(feature = "world")]
+pub mod world;
 pub mod zookeeper;
 
 pub use etcd::{EtcdCluster, EtcdOptions};

@@ -81,6 +81,33 @@ impl Proxy {
         })
     }
 
+    /// A proxy in front of the server of the store URL `url`, and `url`
+    /// with the proxy's address (127.0.0.1 and its port) in place of the
+    /// server's. Without a port in `url`, the scheme's default: PostgreSQL
+    /// 5432, MySQL/MariaDB 3306, Redis 6379.
+    pub async fn in_front_of(url: &str) -> std::io::Result<(Proxy, String)> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        let mut via = url::Url::parse(url).map_err(|e| invalid(format!("{url}: {e}")))?;
+        let host = via
+            .host_str()
+            .ok_or_else(|| invalid(format!("{url}: no host")))?;
+        let port = via
+            .port()
+            .or(match via.scheme() {
+                "postgres" | "postgresql" => Some(5432),
+                "mysql" | "mariadb" => Some(3306),
+                "redis" | "rediss" => Some(6379),
+                _ => None,
+            })
+            .ok_or_else(|| invalid(format!("{url}: no port")))?;
+        let proxy = Proxy::start(&format!("{host}:{port}")).await?;
+        via.set_host(Some("127.0.0.1"))
+            .map_err(|e| invalid(e.to_string()))?;
+        via.set_port(Some(proxy.port))
+            .map_err(|()| invalid(format!("{url}: cannot take a port")))?;
+        Ok((proxy, via.to_string()))
+    }
+
     /// Closes every connection made so far (both sides see it end); new
     /// ones are accepted as before.
     pub fn reset(&self) {

@@ -300,6 +300,25 @@ impl Server {
         Self::start_with(kind, ServerOptions::default())
     }
 
+    /// Like [`Self::start_with`]; where the binaries `kind` needs are
+    /// missing it skips (prints SKIPPED and returns `None`) unless
+    /// `required` (the tests' policy, [`required`]), where it panics. A
+    /// server that is installed but does not start panics either way.
+    pub fn start_or_skip(kind: Kind, options: ServerOptions, required: bool) -> Option<Server> {
+        if let Err(why) = kind.available() {
+            assert!(
+                !required,
+                "{kind:?} is required (CI=true or TENURE_REQUIRE_SERVERS=1): {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            return None;
+        }
+        match Self::start_with(kind, options) {
+            Ok(server) => Some(server),
+            Err(e) => panic!("a private {kind:?} server did not start: {e}"),
+        }
+    }
+
     /// A server of `kind` set up as `options` say, started and ready. For
     /// PostgreSQL and MariaDB the database `test` exists; PostgreSQL trusts
     /// `postgres` and MariaDB `root` without a password (over TLS or not).

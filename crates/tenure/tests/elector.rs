@@ -10,9 +10,7 @@ use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, LeaseStor
 use tenure::testing::Op;
 use tenure::{Elector, State};
 
-mod world;
-
-use world::{eventually, key, settle, World, TTL};
+use tenure_testsupport::world::{eventually, key, settle, World, TTL};
 
 #[tokio::test]
 async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
@@ -353,7 +351,7 @@ async fn a_slow_preemption_check_does_not_delay_shutdown() {
     let w = World::new();
     let e = leader_with_a_hanging_preemption_check(&w).await;
     returns_at_once(e.shutdown(), "shutdown", "the preemption check").await;
-    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
     assert_eq!(rec.holder, None, "released on shutdown");
 }
 
@@ -381,7 +379,7 @@ async fn returns_at_once(
 async fn resign_is_prompt(w: &World, e: &Elector, what: &str) {
     returns_at_once(e.resign(), "resign", what).await;
     assert!(!e.is_leader());
-    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
     assert_eq!(
         rec.holder, None,
         "handed over: a successor can take over at once"
@@ -505,7 +503,7 @@ async fn run_until_stops_at_the_signal_shuts_down_and_releases() {
         matches!(e.acquired().await, Err(tenure::Error::Shutdown)),
         "the elector is shut down"
     );
-    let rec = w.store.read(&world::key()).await.unwrap().unwrap();
+    let rec = w.store.read(&key()).await.unwrap().unwrap();
     assert_eq!(
         (rec.holder, rec.term),
         (None, term),
@@ -569,7 +567,7 @@ async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
     assert!(w
         .store
         .release(&Tenure {
-            key: world::key(),
+            key: key(),
             holder: b.holder_id().into(),
             term: t2
         })

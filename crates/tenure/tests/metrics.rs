@@ -132,16 +132,14 @@ async fn metrics_route_records_the_live_members() {
 async fn push_channel_state_is_a_gauge() {
     use tenure_testsupport::servers::{Kind, Server, ServerOptions};
     values();
-    if let Err(why) = Kind::Redis.available() {
-        assert!(
-            !tenure_testsupport::servers::required(),
-            "required in CI: {why}"
-        );
-        eprintln!("SKIPPED: {why}");
-        return;
-    }
     let options = ServerOptions::default().with_redis_user_without_subscribe();
-    let server = Server::start_with(Kind::Redis, options).expect("redis-server");
+    let Some(server) = Server::start_or_skip(
+        Kind::Redis,
+        options,
+        tenure_testsupport::servers::required(),
+    ) else {
+        return;
+    };
     let series = "tenure_push_up{channel=\"Redis pub/sub\"}";
     for (url, want) in [
         (server.url(), 1.0),

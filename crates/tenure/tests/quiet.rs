@@ -1803,12 +1803,7 @@ fn private_server(
     kind: tenure_testsupport::servers::Kind,
     options: tenure_testsupport::servers::ServerOptions,
 ) -> Option<tenure_testsupport::servers::Server> {
-    if let Err(why) = kind.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
-        return None;
-    }
-    Some(tenure_testsupport::servers::Server::start_with(kind, options).expect("a private server"))
+    servers::Server::start_or_skip(kind, options, servers::required())
 }
 
 /// While its push is down a follower reads every TTL/10, but its member

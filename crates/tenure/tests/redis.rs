@@ -17,12 +17,7 @@ use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 /// A private `redis-server` (see `tenure-testsupport`), or `None` after
 /// printing why when `redis-server` is missing and servers are not required.
 fn private_redis(options: ServerOptions) -> Option<Server> {
-    if let Err(why) = Kind::Redis.available() {
-        assert!(!servers::required(), "required in CI: {why}");
-        eprintln!("SKIPPED: {why}");
-        return None;
-    }
-    Some(Server::start_with(Kind::Redis, options).expect("start a private redis-server"))
+    Server::start_or_skip(Kind::Redis, options, servers::required())
 }
 
 fn persistent() -> ServerOptions {

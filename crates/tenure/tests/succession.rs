@@ -8,9 +8,7 @@ use tenure::store::memory::MemoryStore;
 use tenure::store::{LeaseStore, LeaseStoreExt};
 use tenure::Elector;
 
-mod world;
-
-use world::{eventually, key, settle, World, TTL};
+use tenure_testsupport::world::{eventually, key, settle, World, TTL};
 
 async fn members_registered(w: &World, n: usize) {
     let start = Instant::now();

@@ -24,18 +24,9 @@ const CERT_USER: &str = "tenure_cert";
 /// Starts a private TLS server, or returns `None` (SKIPPED) when its binaries
 /// are missing and servers are not required.
 fn tls_server(kind: Kind) -> Option<Server> {
-    if let Err(why) = kind.available() {
-        if required() {
-            panic!("{kind:?} is required for the TLS tests (CI=true or TENURE_REQUIRE_SERVERS=1): {why}");
-        }
-        eprintln!("SKIPPED: TLS tests for {kind:?}: {why}");
-        return None;
-    }
     let started = Instant::now();
-    let server = tokio::task::block_in_place(|| {
-        Server::start_with(kind, ServerOptions::tls().with_cert_user(CERT_USER))
-    })
-    .unwrap_or_else(|e| panic!("cannot start a private {kind:?} server: {e}"));
+    let options = ServerOptions::tls().with_cert_user(CERT_USER);
+    let server = tokio::task::block_in_place(|| Server::start_or_skip(kind, options, required()))?;
     eprintln!(
         "{kind:?} with TLS on port {} in {:?}",
         server.port,
@@ -304,15 +295,9 @@ async fn mariadb_tls() {
 /// `redis-server` that speaks only TLS, checked with `redis-cli` when present.
 #[test]
 fn redis_tls_launcher() {
-    if let Err(why) = Kind::Redis.available() {
-        if required() {
-            panic!("redis-server is required (CI=true or TENURE_REQUIRE_SERVERS=1): {why}");
-        }
-        eprintln!("SKIPPED: Redis TLS launcher: {why}");
+    let Some(server) = Server::start_or_skip(Kind::Redis, ServerOptions::tls(), required()) else {
         return;
-    }
-    let server =
-        Server::start_with(Kind::Redis, ServerOptions::tls()).expect("redis-server with TLS");
+    };
     let ca = server.tls().expect("tls");
     assert!(
         server.url().starts_with("rediss://127.0.0.1:"),

@@ -143,18 +143,12 @@ pub async fn postgres_behind_a_proxy(password: Option<&str>) -> Option<(String, 
     use tenure_testsupport::servers;
     let url = servers::postgres_url();
     servers::connect_or_skip(&url, &Default::default()).await?;
-    let parsed = url::Url::parse(&url).expect("url");
-    let upstream = format!(
-        "{}:{}",
-        parsed.host_str().expect("host"),
-        parsed.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(&upstream).await.expect("start the proxy");
-    let mut via = parsed;
-    via.set_port(Some(proxy.port)).expect("port");
-    if let Some(password) = password {
-        via.set_password(Some(password)).expect("password");
-    }
+    let (proxy, via) = Proxy::in_front_of(&url).await.expect("start the proxy");
+    let Some(password) = password else {
+        return Some((url, proxy, via));
+    };
+    let mut via = url::Url::parse(&via).expect("url");
+    via.set_password(Some(password)).expect("password");
     Some((url, proxy, via.to_string()))
 }
 
@@ -240,6 +234,16 @@ pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
     servers::connect_or_skip(&url, &tenure::store::StoreOptions::default())
         .await
         .map(|_| url)
+}
+
+/// A SQLite store URL for the file `t.db` in `dir`.
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("t.db").display())
+}
+
+/// The process id a job wrote to the file `path`, once it is there.
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// The parent of `pid`, from `/proc` (for a job: its guard; for a guard: its `tenure run`).

@@ -1,21 +1,24 @@
 //! A hand-driven world for elector tests: a memory store and electors sharing
 //! one `ManualClock`, so no test waits for real lease time. The electors use
 //! the memory store through `Instrumented`, whose fault switches make it fail
-//! or hang.
-#![allow(dead_code)]
+//! or hang. Built with the `world` feature (tenure's `conformance` feature
+//! turns it on for tenure's own tests), as `Instrumented` is part of
+//! `tenure::testing`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::metrics::TestRecorder;
 use tenure::clock::ManualClock;
 use tenure::store::memory::MemoryStore;
 use tenure::store::{DynStore, ElectionKey};
 use tenure::testing::Instrumented;
 use tenure::{Elector, ElectorBuilder};
-use tenure_testsupport::metrics::TestRecorder;
 
+/// The lease TTL of every elector [`World::builder`] makes.
 pub const TTL: Duration = Duration::from_secs(10);
 
+/// The clock, the store and the counters the electors of one test share.
 pub struct World {
     pub clock: ManualClock,
     /// The store the electors use: `memory` with fault switches.
@@ -26,7 +29,14 @@ pub struct World {
     recorder: TestRecorder,
 }
 
+impl Default for World {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl World {
+    /// A fresh memory store on a fresh manual clock.
     pub fn new() -> Self {
         let clock = ManualClock::new();
         let recorder = TestRecorder::new();
@@ -56,10 +66,12 @@ impl World {
             .clock(Arc::new(self.clock.clone()))
     }
 
+    /// [`World::builder`]'s elector, built.
     pub fn elector(&self, id: &str) -> Elector {
         self.builder(id).build().expect("elector")
     }
 
+    /// The electors' store, as the trait object the store API takes.
     pub fn dyn_store(&self) -> DynStore {
         self.store.clone()
     }
@@ -96,6 +108,7 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// The key of election "job" in the default namespace.
 pub fn key() -> ElectionKey {
     ElectionKey::new("default", "job")
 }
