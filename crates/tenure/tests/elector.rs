@@ -282,9 +282,9 @@ async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
 }
 
 /// Shutdown while an acquisition is in flight: the acquisition committed but
-/// its answer is slow. Before, shutdown dropped it and nobody released the
-/// lease, so a successor waited out the whole TTL; now the acquisition is let
-/// finish and what it took is given back before `shutdown()` returns.
+/// its answer is slow. The acquisition is let finish and what it took is
+/// given back before `shutdown()` returns (dropped, nobody would release the
+/// lease, and a successor would wait out the whole TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_during_an_in_flight_acquisition_releases_what_it_took() {
     let w = World::new();
