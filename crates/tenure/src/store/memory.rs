@@ -106,7 +106,7 @@ impl Tables {
 pub struct MemoryStore {
     rows: Arc<Mutex<Tables>>,
     clock: SharedClock,
-    /// The calling client's own clock, for [`MemoryStore::client_view`]:
+    /// The calling client's own clock, for `MemoryStore::client_view`:
     /// read only by the deliberate `wall-clock` bug.
     client_clock: Option<SharedClock>,
     /// Store-clock microseconds at the clock's origin: makes times look like
@@ -144,7 +144,8 @@ impl MemoryStore {
     }
 
     /// Another handle on the same tables, for one client whose own clock is
-    /// `client_clock` (the simulation gives each candidate one). Time is
+    /// `client_clock` (the simulation gives each candidate one). Unstable,
+    /// with the conformance suite (feature `conformance`). Time is
     /// still judged by the store's clock; the client's is read only by the
     /// deliberate `wall-clock` bug (builds with `--cfg tenure_chaos_bugs`),
     /// which makes the client's clock decide expiry, as that bug does in the
@@ -164,6 +165,8 @@ impl MemoryStore {
     /// assert_eq!(store.read(&claim.key).await?.and_then(|r| r.holder), Some("a#1".into()));
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "conformance")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
     pub fn client_view(&self, client_clock: SharedClock) -> Self {
         Self {
             rows: self.rows.clone(),
