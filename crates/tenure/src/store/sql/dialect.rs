@@ -153,9 +153,6 @@ pub(super) trait Spelling: Sync {
     fn long_text(&self, _chars: u32, _server: ServerKind) -> String {
         "TEXT".to_string()
     }
-
-    /// How followers of this database are woken, for status and health.
-    fn wake_channel(&self) -> &'static str;
 }
 
 /// The columns a member's registration inserts, in the order
@@ -205,11 +202,6 @@ impl Dialect {
     /// The kind of server this dialect talks to, for messages.
     pub(super) fn server_name(self) -> &'static str {
         self.spelling().server_name()
-    }
-
-    /// How followers of this database are woken, for status and health.
-    pub(super) fn wake_channel(self) -> &'static str {
-        self.spelling().wake_channel()
     }
 
     /// The server clock as integer microseconds since the epoch, UTC.

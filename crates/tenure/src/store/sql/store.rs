@@ -471,6 +471,6 @@ impl Wakeups for SqlStore {
     }
 
     fn push_health(&self) -> crate::store::PushHealth {
-        self.wake.health(self.dialect)
+        self.wake.health()
     }
 }

@@ -221,15 +221,19 @@ impl Wake {
     }
 
     /// How the push channel is doing, where the database reports it
-    /// (PostgreSQL's LISTEN connection).
-    #[allow(irrefutable_let_patterns)]
-    pub(super) fn health(&self, dialect: Dialect) -> PushHealth {
-        #[cfg(feature = "postgres")]
-        if let Wake::Listen(hub) = self {
-            return hub.health();
-        }
-        PushHealth::Unreported {
-            channel: dialect.wake_channel().to_owned(),
+    /// (PostgreSQL's LISTEN connection); elsewhere which channel it is.
+    pub(super) fn health(&self) -> PushHealth {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Wake::FileWatch(_) => PushHealth::Unreported {
+                channel: "SQLite file watch".to_owned(),
+            },
+            #[cfg(feature = "mysql")]
+            Wake::NamedLocks { .. } => PushHealth::Unreported {
+                channel: "MySQL named locks".to_owned(),
+            },
+            #[cfg(feature = "postgres")]
+            Wake::Listen(hub) => hub.health(),
         }
     }
 

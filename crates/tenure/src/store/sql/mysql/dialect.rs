@@ -133,8 +133,4 @@ impl Spelling for MySql {
     fn long_text(&self, chars: u32, server: ServerKind) -> String {
         varchar(chars, server)
     }
-
-    fn wake_channel(&self) -> &'static str {
-        "MySQL named locks"
-    }
 }

@@ -97,8 +97,4 @@ impl Spelling for Postgres {
             table_options: "",
         }
     }
-
-    fn wake_channel(&self) -> &'static str {
-        "PostgreSQL LISTEN"
-    }
 }

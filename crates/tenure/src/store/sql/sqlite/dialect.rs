@@ -58,8 +58,4 @@ impl Spelling for Sqlite {
             table_options: "",
         }
     }
-
-    fn wake_channel(&self) -> &'static str {
-        "SQLite file watch"
-    }
 }
