@@ -83,8 +83,26 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
     }
     if !a.json {
         out!("push: {}", push_health(&store).await);
+        if let Some(line) = connections(&store).await {
+            out!("connections: {line}");
+        }
     }
     Ok(0)
+}
+
+/// What a SQL store's connections are: how many this command holds, and
+/// where the server can tell (PostgreSQL), how many tenure holds on it
+/// from every process. `None` for the other stores (one session each).
+async fn connections(store: &tenure::store::DynStore) -> Option<String> {
+    let sql = store
+        .as_any()?
+        .downcast_ref::<tenure::store::sql::SqlStore>()?;
+    let here = format!("{} held by this command", sql.connections_held());
+    Some(match sql.server_connections().await {
+        Ok(Some(n)) => format!("{here}; {n} held by tenure on the server (pg_stat_activity, application_name 'tenure', this one included)"),
+        Ok(None) => here,
+        Err(e) => format!("{here}; the server's count is unavailable: {e}"),
+    })
 }
 
 /// The store's push channel as this process finds it, after waiting (up to

@@ -249,14 +249,10 @@ async fn a_woken_successor_opens_no_connection() {
             .heartbeat(&member, Duration::from_secs(60))
             .await
             .unwrap();
-        // At least two connections, as a follower that read and heartbeat
-        // side by side has: one for the lease statements, one for the
-        // history its acquisition queues.
         let (a, b) = tokio::join!(successor.read(&key), successor.read(&key));
         a.unwrap();
         b.unwrap();
-        pool_settled(&successor).await;
-        let before = successor.pool().size();
+        let before = successor.connections_opened();
         for round in 0..10 {
             let held = match leader.try_acquire(&claim("l")).await {
                 Ok(Acquire::Acquired(held)) => held,
@@ -273,24 +269,22 @@ async fn a_woken_successor_opens_no_connection() {
                 Ok(Acquire::Acquired(took)) => took,
                 other => panic!("{url}: round {round}: the successor's acquisition: {other:?}"),
             };
-            let opened = successor.pool().size() - before;
+            let opened = successor.connections_opened() - before;
             assert_eq!(
                 opened, 0,
                 "{url}: round {round}: the hand-over opened {opened} connection(s)"
             );
             // The history the acquisition queued, then the release's.
             successor.flush().await.unwrap();
-            pool_settled(&successor).await;
             assert!(successor.release(&tenure_of(&took)).await.unwrap());
             successor.flush().await.unwrap();
-            pool_settled(&successor).await;
         }
     }
 }
 
-/// A pool of one connection still elects: the lease statements keep no
-/// connection aside there, or the first election's vacant-row insert and
-/// every renewal would wait for the kept one until they timed out.
+/// A pool of one connection still elects: the store's own connection is
+/// taken out of the pool, and fenced transactions and the application
+/// still have the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_of_one_connection_elects_and_renews() {
     let dir = tempfile::tempdir().unwrap();
@@ -448,17 +442,221 @@ async fn schema_version_2_is_upgraded_in_place() {
     }
 }
 
-/// Waits until every pooled connection but the kept one is idle: sqlx has
-/// finished pinging those it took back.
-async fn pool_settled(store: &SqlStore) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while store.pool().num_idle() + 1 < store.pool().size() as usize {
+/// Waits (at most 10 s) until `cond` holds; `what` names it in the failure.
+async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cond().await {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "pooled connections still busy after 5 s"
+            "{what}: not after 10 s"
         );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The backends (pids) PostgreSQL serves for `application_name`.
+async fn backends(observer: &SqlStore, application_name: &str) -> Vec<i64> {
+    use sqlx::Row;
+    use tenure::store::sql::sqlx;
+    sqlx::query("SELECT CAST(pid AS BIGINT) FROM pg_stat_activity WHERE application_name = $1")
+        .bind(application_name)
+        .fetch_all(observer.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<i64, _>(0))
+        .collect()
+}
+
+/// What each role holds, as the store counts it on every SQL database and
+/// as PostgreSQL's `pg_stat_activity` counts it by application name: a
+/// leader keeps one connection for its tenure (the same backend across
+/// renewals, long after a follower's has closed), a follower holds none
+/// between its reads, and the leader's closes once it releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in servers::sql_urls(dir.path()).await {
+        let named = |role: &str| {
+            let name = format!("tenure-{role}-{run}");
+            let url = if url.starts_with("postgres") {
+                format!("{url}?application_name={name}")
+            } else {
+                url.clone()
+            };
+            (url, name)
+        };
+        let ((leader_url, leader_name), (follower_url, follower_name)) =
+            (named("leader"), named("follower"));
+        let leader = SqlStore::connect(&leader_url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let follower = SqlStore::connect(&follower_url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let observer = SqlStore::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let on_postgres = url.starts_with("postgres");
+        let key = ElectionKey::new("connections", format!("roles-{run}"));
+        let claim = Claim {
+            key: key.clone(),
+            holder: format!("leader#{run}"),
+            metadata: String::new(),
+            ttl: Duration::from_secs(30),
+        };
+        let held = match leader.try_acquire(&claim).await {
+            Ok(Acquire::Acquired(held)) => held,
+            other => panic!("{url}: the leader's acquisition: {other:?}"),
+        };
+        let tenure = tenure_of(&held);
+        let rec = follower.read(&key).await.unwrap();
+        assert!(rec.is_some_and(|r| r.is_held()), "{url}");
+        // MySQL/MariaDB followers wait on the leader's named lock, on a
+        // connection of that wake-up's own (`wake.rs`); elsewhere a
+        // follower that subscribed to nothing holds none.
+        let waiters = if url.starts_with("mysql") { 1 } else { 0 };
+        eventually(
+            &format!("{url}: the follower's connection closes after its read"),
+            async || follower.connections_held() == waiters,
+        )
+        .await;
+        if on_postgres {
+            eventually(
+                &format!("{url}: the server sees the follower's connection closed"),
+                async || backends(&observer, &follower_name).await.is_empty(),
+            )
+            .await;
+        }
+        // The follower's closed a second after its read; the leader's is
+        // still the one it acquired on.
+        let leaders = if url.starts_with("mysql") { 2 } else { 1 };
+        assert_eq!(
+            leader.connections_held(),
+            leaders,
+            "{url}: the leader's connections"
+        );
+        let before = leader.connections_opened();
+        let pids = if on_postgres {
+            backends(&observer, &leader_name).await
+        } else {
+            Vec::new()
+        };
+        if on_postgres {
+            assert_eq!(pids.len(), 1, "{url}: the leader's backends: {pids:?}");
+        }
+        for _ in 0..3 {
+            assert!(leader.renew(&tenure, claim.ttl).await.unwrap(), "{url}");
+        }
+        assert_eq!(
+            leader.connections_opened(),
+            before,
+            "{url}: renewals opened a connection"
+        );
+        if on_postgres {
+            assert_eq!(
+                backends(&observer, &leader_name).await,
+                pids,
+                "{url}: the leader's backend changed"
+            );
+        }
+        assert!(leader.release(&tenure).await.unwrap());
+        leader.flush().await.unwrap();
+        // MySQL/MariaDB's named-lock connection stays for the next tenure.
+        let after = if url.starts_with("mysql") { 1 } else { 0 };
+        eventually(
+            &format!("{url}: the leader's connection closes after it released"),
+            async || leader.connections_held() == after,
+        )
+        .await;
+        if on_postgres {
+            eventually(
+                &format!("{url}: the server sees the leader's connection closed"),
+                async || backends(&observer, &leader_name).await.is_empty(),
+            )
+            .await;
+        }
+    }
+}
+
+/// A full PostgreSQL server (another client took every connection it had
+/// left) does not depose a healthy leader: it renews on the connection it
+/// kept for its tenure; a follower whose connection had closed between its
+/// reads cannot open another, and its error quotes the server ("too many
+/// clients"). A private server, started with room for six connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_does_not_depose_a_leader() {
+    use tenure::store::sql::sqlx::{self, Connection};
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    let options = ServerOptions::default().with_args(&["-c", "max_connections=6"]);
+    let Some(server) = Server::start_or_skip(Kind::Postgres, options, servers::required()) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    let leader = SqlStore::connect(&url, &options).await.unwrap();
+    let follower = SqlStore::connect(&url, &options).await.unwrap();
+    let key = ElectionKey::new("connections", "full");
+    let ttl = Duration::from_secs(2);
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let held = match leader.try_acquire(&claim).await {
+        Ok(Acquire::Acquired(held)) => held,
+        other => panic!("the leader's acquisition: {other:?}"),
+    };
+    let tenure = tenure_of(&held);
+    leader.flush().await.unwrap();
+    assert!(follower.read(&key).await.unwrap().is_some());
+    eventually(
+        "the follower's connection closes after its read",
+        async || follower.connections_held() == 0,
+    )
+    .await;
+    // Take every connection left.
+    let mut taken = Vec::new();
+    let refused = loop {
+        match sqlx::AnyConnection::connect(&url).await {
+            Ok(conn) => taken.push(conn),
+            Err(e) => break e.to_string(),
+        }
+        assert!(
+            taken.len() < 10,
+            "the server took {} connections",
+            taken.len()
+        );
+    };
+    assert!(
+        refused.contains("too many clients"),
+        "the filler was refused: {refused}"
+    );
+    // Three TTLs of renewals at a third of the TTL, all on the kept
+    // connection, while the follower tries to read.
+    let renewals = async {
+        for round in 0..9 {
+            assert!(
+                leader.renew(&tenure, ttl).await.unwrap(),
+                "renewal {round} on a full server"
+            );
+            tokio::time::sleep(ttl / 3).await;
+        }
+    };
+    let (_, read) = tokio::join!(renewals, follower.read(&key));
+    let e = read.expect_err("no connection is left to read on");
+    assert!(
+        e.to_string().contains("too many clients"),
+        "the follower's error quotes the server: {e}"
+    );
+    for conn in taken {
+        conn.close().await.unwrap();
+    }
+    let rec = follower.read(&key).await.unwrap();
+    assert!(rec.is_some_and(|r| r.is_held() && r.term == tenure.term));
+    assert!(leader.release(&tenure).await.unwrap());
 }
 
 fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {

@@ -12,7 +12,9 @@ pub struct StoreOptions {
     pub auto_migrate: bool,
     /// How long to wait for a connection before reporting the store unavailable.
     pub connect_timeout: Duration,
-    /// Connections per process.
+    /// The pool's size: fenced transactions and the application's
+    /// statements ([`SqlStore::pool`](crate::store::sql::SqlStore::pool)).
+    /// The store's own statements share one connection outside it.
     pub max_connections: u32,
     /// Terms kept in the history table per election (older ones are deleted).
     pub history_retention: u64,

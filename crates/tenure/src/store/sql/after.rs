@@ -2,7 +2,7 @@
 //! written in order by one task per store, off the caller's path, and
 //! [`SqlStore::flush_after`], which waits for it.
 
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::AnyConnection;
 
 use super::dialect::Dialect;
 use super::statements::{sent, term_i64, Statements};
@@ -12,7 +12,7 @@ use crate::store::{ElectionKey, EndReason, LeaseRecord, StartReason, Tenure};
 impl SqlStore {
     fn after(&self) -> After {
         After {
-            pool: self.pool.clone(),
+            own: self.own.clone(),
             dialect: self.dialect,
             statements: self.statements.clone(),
             wake: self.wake.clone(),
@@ -36,25 +36,28 @@ impl SqlStore {
                             continue;
                         }
                     };
-                    // One connection for the job's statements: taking one per
-                    // statement found the last still in sqlx's return ping
-                    // and opened another, every time.
-                    let mut conn = match after.pool.acquire().await {
-                        Ok(conn) => conn,
+                    // The job's statements one after the other on the
+                    // store's connection (`connection.rs`); a failed history
+                    // statement is bookkeeping, and a broken connection
+                    // shows at the next statement, which opens another.
+                    let mut lent = match after.own.lend().await {
+                        Ok(lent) => lent,
                         Err(e) => {
                             tracing::debug!("recording history failed: {e}");
                             continue;
                         }
                     };
+                    let conn = lent.conn();
                     match job {
                         AfterJob::Start(rec) => {
-                            after.notify(&mut conn, &rec.key).await;
-                            after.record_start(&mut conn, &rec).await;
+                            after.notify(conn, &rec.key).await;
+                            after.record_start(conn, &rec).await;
                         }
                         AfterJob::Close(tenure, reason) => {
-                            after.close_history_now(&mut conn, &tenure, reason).await;
+                            after.close_history_now(conn, &tenure, reason).await;
                         }
                     }
+                    lent.keep();
                 }
             });
             tx
@@ -90,7 +93,7 @@ pub(super) enum Queued {
 /// done by a task of its own so that the caller does not wait for them.
 #[derive(Clone)]
 struct After {
-    pool: AnyPool,
+    own: std::sync::Arc<super::connection::OneConnection>,
     dialect: Dialect,
     statements: std::sync::Arc<Statements>,
     /// PostgreSQL's listeners are told of a change by the queue where the

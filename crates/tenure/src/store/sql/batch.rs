@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::{AnyPool, Row};
+use sqlx::Row;
 use tokio::sync::oneshot;
 
+use super::connection::OneConnection;
 use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{duration_us, sent, term_i64};
@@ -34,7 +35,7 @@ pub(super) struct Batcher {
     /// Renewal statements sent, batched and single
     /// (`tenure_store_statements_total`).
     statements: metrics::Counter,
-    pool: AnyPool,
+    own: Arc<OneConnection>,
     dialect: Dialect,
     table: String,
     prefix: String,
@@ -50,11 +51,16 @@ impl std::fmt::Debug for Batcher {
 }
 
 impl Batcher {
-    pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Arc<Self> {
+    pub(super) fn new(
+        own: Arc<OneConnection>,
+        dialect: Dialect,
+        prefix: &str,
+        store: String,
+    ) -> Arc<Self> {
         Arc::new(Self {
             queue: Gather::new(),
             statements: crate::telemetry::store_statements(dialect.backend(), "renew"),
-            pool,
+            own,
             dialect,
             table: format!("{prefix}leases"),
             prefix: prefix.to_string(),
@@ -167,12 +173,17 @@ impl Batcher {
     }
 
     async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
+        let mut lent = match self.own.lend().await {
+            Ok(lent) => lent,
+            Err(e) => return self.fail(pending, e),
+        };
         let sql = self.sql(pending.len());
         let sql = sent(self.dialect, &sql);
         let q = Self::bind_tenures(sqlx::query(&sql).bind(ttl_us).bind(ttl_us), &pending);
         self.count_statement();
         if self.dialect.has_update_returning() {
-            match q.fetch_all(&self.pool).await {
+            let rows = q.fetch_all(lent.conn()).await;
+            match lent.keep_if_ok(rows) {
                 Ok(rows) => Self::answer(pending, &rows),
                 Err(e) => self.fail(pending, e),
             }
@@ -181,8 +192,9 @@ impl Batcher {
         // MySQL has no RETURNING: if every lease matched we are done; else one
         // read finds out which (never one statement per lease: with many
         // elections the later ones would pass their deadlines together).
-        match q.execute(&self.pool).await {
+        match q.execute(lent.conn()).await {
             Ok(done) if done.rows_affected() as usize == pending.len() => {
+                lent.keep();
                 for p in pending {
                     let _ = p.reply.send(Ok(true));
                 }
@@ -192,9 +204,9 @@ impl Batcher {
                 let read = sent(self.dialect, &read);
                 self.count_statement();
                 let rows = Self::bind_tenures(sqlx::query(&read), &pending)
-                    .fetch_all(&self.pool)
+                    .fetch_all(lent.conn())
                     .await;
-                match rows {
+                match lent.keep_if_ok(rows) {
                     Ok(rows) => Self::answer(pending, &rows),
                     Err(e) => self.fail(pending, e),
                 }

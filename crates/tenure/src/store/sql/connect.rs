@@ -125,17 +125,19 @@ impl SqlStore {
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
+        let own = std::sync::Arc::new(super::connection::OneConnection::new(pool.clone()));
         let wake = super::wake::Wake::new(super::wake::Parts {
             dialect,
             url,
             driver_url: &driver_url,
             described: &described,
             pool: &pool,
+            own: &own,
             statements: &statements,
             options,
         })?;
         let members = super::heartbeats::MembersTable::new(
-            pool.clone(),
+            own.clone(),
             dialect,
             &options.table_prefix,
             described.clone(),
@@ -146,17 +148,14 @@ impl SqlStore {
             reaps: members.batched(super::reaps::Reaps(members.clone()), "reap"),
             heartbeats: members
                 .batched(super::heartbeats::Heartbeats(members.clone()), "heartbeat"),
-            kept: std::sync::Arc::new(super::kept::Kept::new(
-                pool.clone(),
-                options.max_connections.max(1),
-            )),
             batcher: batch::Batcher::new(
-                pool.clone(),
+                own.clone(),
                 dialect,
                 &options.table_prefix,
                 described.clone(),
             ),
             wake: std::sync::Arc::new(wake),
+            own,
             pool,
             dialect,
             statements: statements.clone(),
@@ -181,6 +180,21 @@ fn pool_options(dialect: Dialect, options: &StoreOptions) -> AnyPoolOptions {
         pool = super::sqlite::with_pragmas(pool);
     }
     pool
+}
+
+/// The name a PostgreSQL server shows for tenure's connections
+/// (`pg_stat_activity.application_name`) unless the URL names another, so
+/// a DBA, `tenure status` and the tests can count them.
+pub(super) const APPLICATION_NAME: &str = "tenure";
+
+/// A `postgres:` driver URL for `rest` (what follows the scheme), naming
+/// the application [`APPLICATION_NAME`] unless it names one itself.
+fn with_application_name(rest: &str) -> String {
+    if rest.contains("application_name=") {
+        return format!("postgres:{rest}");
+    }
+    let sep = if rest.contains('?') { '&' } else { '?' };
+    format!("postgres:{rest}{sep}application_name={APPLICATION_NAME}")
 }
 
 /// The dialect a URL names, and the URL to give the sqlx driver.
@@ -216,7 +230,7 @@ fn parse_url(url: &str) -> Result<(Dialect, String)> {
         }
         "mysql" => Ok((Dialect::MySql, url.to_string())),
         "mariadb" => Ok((Dialect::MySql, format!("mysql:{rest}"))),
-        "postgres" | "postgresql" => Ok((Dialect::Postgres, format!("postgres:{rest}"))),
+        "postgres" | "postgresql" => Ok((Dialect::Postgres, with_application_name(rest))),
         _ => Err(bad(
             "not a SQL scheme (sqlite, mysql, mariadb, postgres, postgresql)",
         )),

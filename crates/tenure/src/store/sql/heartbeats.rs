@@ -9,8 +9,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::AnyPool;
-
+use super::connection::OneConnection;
 use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{bind_member, sent, Query};
@@ -20,7 +19,7 @@ use crate::store::Member;
 /// The members table as the batched heartbeats and reaps write it.
 #[derive(Clone)]
 pub(super) struct MembersTable {
-    pool: AnyPool,
+    own: Arc<OneConnection>,
     pub(super) dialect: Dialect,
     pub(super) table: String,
     prefix: String,
@@ -28,9 +27,14 @@ pub(super) struct MembersTable {
 }
 
 impl MembersTable {
-    pub(super) fn new(pool: AnyPool, dialect: Dialect, prefix: &str, store: String) -> Self {
+    pub(super) fn new(
+        own: Arc<OneConnection>,
+        dialect: Dialect,
+        prefix: &str,
+        store: String,
+    ) -> Self {
         Self {
-            pool,
+            own,
             dialect,
             table: format!("{prefix}members"),
             prefix: prefix.to_string(),
@@ -45,11 +49,12 @@ impl MembersTable {
 
     /// Runs one statement; rows affected, or the error explained.
     pub(super) async fn execute(&self, query: Query<'_>) -> Result<u64, String> {
-        query
-            .execute(&self.pool)
-            .await
+        let explain = |e| map_err(&self.store, &self.prefix, e).to_string();
+        let mut lent = self.own.lend().await.map_err(explain)?;
+        let done = query.execute(lent.conn()).await;
+        lent.keep_if_ok(done)
             .map(|done| done.rows_affected())
-            .map_err(|e| map_err(&self.store, &self.prefix, e).to_string())
+            .map_err(explain)
     }
 
     /// A gatherer of `statement` calls, described as this store in errors

@@ -23,7 +23,7 @@
 //! | `store.rs` | the [`LeaseStore`](crate::store::LeaseStore) operations |
 //! | `decode.rs` | rows as lease, member and history records |
 //! | `after.rs` | the queue of notifications and history rows that follow a change |
-//! | `kept.rs` | the connection the lease statements keep out of the pool |
+//! | `connection.rs` | the one connection the store's own statements share: kept while leading, closed when idle otherwise |
 //! | `batch.rs`, `heartbeats.rs`, `reaps.rs` | many renewals, heartbeats or reaps in one statement |
 //! | `fenced.rs` | transactions fenced by the lease |
 //! | `runs.rs`, `run_statements.rs` | run records (`<prefix>runs`), written by compare-and-set |
@@ -37,12 +37,12 @@
 mod after;
 mod batch;
 mod connect;
+mod connection;
 mod decode;
 mod dialect;
 mod errors;
 mod fenced;
 mod heartbeats;
-mod kept;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
@@ -104,8 +104,8 @@ pub struct SqlStore {
     /// How followers of this database are woken: the one part that
     /// differs by database beyond the statements' spelling (`wake.rs`).
     wake: Arc<wake::Wake>,
-    /// The connection that lease statements hand back to, not to the pool.
-    kept: Arc<kept::Kept>,
+    /// The one connection the store's own statements share (`connection.rs`).
+    own: Arc<connection::OneConnection>,
     batcher: Arc<batch::Batcher>,
     heartbeats: Arc<crate::store::util::gather::Batched<heartbeats::Heartbeats>>,
     reaps: Arc<crate::store::util::gather::Batched<reaps::Reaps>>,
@@ -124,9 +124,9 @@ impl SqlStore {
     /// For `mysql://` it asks the server whether it is MariaDB or MySQL (their
     /// collation names differ), so it needs a connection.
     pub async fn schema_sql(&self) -> Result<Vec<String>> {
-        let server = schema::server_kind(&self.pool, self.dialect)
-            .await
-            .map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
+        let server = schema::server_kind(lent.conn(), self.dialect).await;
+        let server = lent.keep_if_ok(server).map_err(|e| self.wrap(e))?;
         Ok(schema::ddl(self.dialect, &self.prefix, server))
     }
 
@@ -136,44 +136,66 @@ impl SqlStore {
     }
 
     async fn prepare_schema(&self, create: bool) -> Result<()> {
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let prepared = schema::prepare(
-            &self.pool,
+            lent.conn(),
             self.dialect,
             &self.prefix,
             create,
             &self.described,
         )
         .await;
-        match prepared {
-            Err(e) => Err(self.why_no_connection(e).await),
-            ok => ok,
-        }
+        lent.keep_if_ok(prepared)
     }
 
-    /// The pool retries a connection the server refuses as busy (PostgreSQL
-    /// "too many clients", a role's connection limit) until its timeout and
-    /// then reports only that it timed out. For such an error `e`, opens one
-    /// connection outside the pool to learn the server's own words, and
-    /// returns the error that quotes them; otherwise `e`.
-    async fn why_no_connection(&self, e: Error) -> Error {
-        use sqlx::ConnectOptions;
-        let timed_out = std::error::Error::source(&e)
-            .and_then(|s| s.downcast_ref::<sqlx::Error>())
-            .is_some_and(|s| matches!(s, sqlx::Error::PoolTimedOut));
-        if !timed_out {
-            return e;
+    /// How many connections to the database this store holds open now:
+    /// the one its own statements share (open while this process leads,
+    /// and for a moment around each statement otherwise), and those its
+    /// wake-ups hold (PostgreSQL's LISTEN connection while subscribed;
+    /// MySQL/MariaDB's named-lock connections). Fenced transactions and the
+    /// application's statements on [`pool`](Self::pool) are not counted.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> tenure::Result<()> {
+    /// use tenure::store::{sql::SqlStore, StoreOptions};
+    /// let store = SqlStore::connect("sqlite://tenure.db", &StoreOptions::default()).await?;
+    /// println!("connections: {} held", store.connections_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn connections_held(&self) -> usize {
+        usize::from(self.own.is_open()) + self.wake.connections_held()
+    }
+
+    /// How many times this store opened the connection its own statements
+    /// share: once per tenure while leading; once per read (or series of
+    /// reads less than a second apart) while following.
+    pub fn connections_opened(&self) -> u64 {
+        self.own.opened()
+    }
+
+    /// How many connections the server counts as tenure's, where it can
+    /// tell: PostgreSQL counts the connections to this database whose
+    /// `application_name` is `tenure` (the name every tenure process gives
+    /// unless its URL sets another), from every process. `None` elsewhere.
+    pub async fn server_connections(&self) -> Result<Option<u64>> {
+        if self.dialect != Dialect::Postgres {
+            return Ok(None);
         }
-        let options = self.pool.connect_options();
-        let wait = self.pool.options().get_acquire_timeout();
-        match tokio::time::timeout(wait, options.connect()).await {
-            Ok(Err(refused @ sqlx::Error::Database(_))) => self.wrap(refused),
-            Ok(Ok(conn)) => {
-                use sqlx::Connection;
-                let _ = conn.close().await;
-                e
-            }
-            _ => e,
-        }
+        use self::connection::OnOwn;
+        let row = sqlx::query(
+            "SELECT CAST(count(*) AS BIGINT) FROM pg_stat_activity \
+             WHERE application_name = $1 AND datname = current_database()",
+        )
+        .bind(connect::APPLICATION_NAME)
+        .fetch_optional_on(&self.own)
+        .await
+        .map_err(|e| self.wrap(e))?;
+        use sqlx::Row;
+        let count: i64 = match row {
+            Some(row) => row.try_get(0).map_err(|e| self.wrap(e))?,
+            None => 0,
+        };
+        Ok(Some(u64::try_from(count).unwrap_or(0)))
     }
 
     /// The connection pool, for the application's own statements on the same

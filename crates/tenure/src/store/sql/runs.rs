@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use super::connection::OnOwn;
 #[cfg(feature = "mysql")]
 use super::dialect::Dialect;
 use super::statements::sent;
@@ -69,7 +70,7 @@ impl SqlStore {
                 .bind(put.name)
                 .bind(put.value)
                 .bind(put.keep_us)
-                .fetch_optional(&self.pool)
+                .fetch_optional_on(&self.own)
                 .await
         } else {
             let sql = sent(self.dialect, &s.update);
@@ -80,7 +81,7 @@ impl SqlStore {
                 .bind(put.key.election.as_str())
                 .bind(put.name)
                 .bind(expected)
-                .fetch_optional(&self.pool)
+                .fetch_optional_on(&self.own)
                 .await
         };
         self.runs_decoded(row.map_err(|e| self.wrap(e))?)
@@ -104,49 +105,54 @@ impl SqlStore {
                 .bind(put.key.namespace.as_str())
                 .bind(put.key.election.as_str())
                 .bind(put.name)
-                .execute(&self.pool)
+                .execute_on(&self.own)
                 .await?;
         }
         // Dropped unfinished (an error, a cancelled call), sqlx rolls it back.
-        let mut tx = self.pool.begin().await?;
-        let wrote = if expected == 0 {
-            let inserted = sqlx::query(&sent(self.dialect, &s.insert))
-                .bind(put.key.namespace.as_str())
-                .bind(put.key.election.as_str())
-                .bind(put.name)
-                .bind(put.value)
-                .bind(put.keep_us)
-                .execute(&mut *tx)
-                .await;
-            match inserted {
-                Ok(_) => true,
-                Err(e) if super::errors::is_duplicate_key(&e) => false,
-                Err(e) => return Err(e),
+        let mut lent = self.own.lend().await?;
+        let written = async {
+            let mut tx = sqlx::Connection::begin(lent.conn()).await?;
+            let wrote = if expected == 0 {
+                let inserted = sqlx::query(&sent(self.dialect, &s.insert))
+                    .bind(put.key.namespace.as_str())
+                    .bind(put.key.election.as_str())
+                    .bind(put.name)
+                    .bind(put.value)
+                    .bind(put.keep_us)
+                    .execute(&mut *tx)
+                    .await;
+                match inserted {
+                    Ok(_) => true,
+                    Err(e) if super::errors::is_duplicate_key(&e) => false,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                let updated = sqlx::query(&sent(self.dialect, &s.update))
+                    .bind(put.value)
+                    .bind(put.keep_us)
+                    .bind(put.key.namespace.as_str())
+                    .bind(put.key.election.as_str())
+                    .bind(put.name)
+                    .bind(expected)
+                    .execute(&mut *tx)
+                    .await?;
+                updated.rows_affected() == 1
+            };
+            if !wrote {
+                tx.rollback().await?;
+                return Ok(None);
             }
-        } else {
-            let updated = sqlx::query(&sent(self.dialect, &s.update))
-                .bind(put.value)
-                .bind(put.keep_us)
+            let row = sqlx::query(&sent(self.dialect, &s.read_written))
                 .bind(put.key.namespace.as_str())
                 .bind(put.key.election.as_str())
                 .bind(put.name)
-                .bind(expected)
-                .execute(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
-            updated.rows_affected() == 1
-        };
-        if !wrote {
-            tx.rollback().await?;
-            return Ok(None);
+            tx.commit().await?;
+            row.as_ref().map(decode_run).transpose()
         }
-        let row = sqlx::query(&sent(self.dialect, &s.read_written))
-            .bind(put.key.namespace.as_str())
-            .bind(put.key.election.as_str())
-            .bind(put.name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        row.as_ref().map(decode_run).transpose()
+        .await;
+        lent.keep_if_ok(written)
     }
 
     /// Deletes the election's expired records. Best effort: the write that
@@ -155,7 +161,7 @@ impl SqlStore {
         let deleted = sqlx::query(&sent(self.dialect, &self.statements.runs.forget_expired))
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
-            .execute(&self.pool)
+            .execute_on(&self.own)
             .await;
         match deleted {
             Ok(done) if done.rows_affected() > 0 => {
@@ -175,7 +181,7 @@ impl RunRecords for SqlStore {
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
             .bind(name)
-            .fetch_optional(&self.pool)
+            .fetch_optional_on(&self.own)
             .await
             .map_err(|e| self.wrap(e))?;
         self.runs_decoded(row)

@@ -4,7 +4,7 @@
 //! migration steps here; an older tenure that finds a version it does not know
 //! refuses to touch the tables rather than guess.
 
-use sqlx::{AnyPool, Executor, Row};
+use sqlx::{AnyConnection, Connection, Executor, Row};
 
 use super::dialect::Dialect;
 use super::dialect::ServerKind;
@@ -38,9 +38,14 @@ pub(crate) fn ddl(dialect: Dialect, prefix: &str, server: ServerKind) -> Vec<Str
 
 /// Runs `stmts`; a column that already exists (a concurrent migration got
 /// there first) is not an error, so every step can be re-run.
-async fn apply(pool: &AnyPool, stmts: &[String], prefix: &str, store: &str) -> Result<()> {
+async fn apply(
+    conn: &mut AnyConnection,
+    stmts: &[String],
+    prefix: &str,
+    store: &str,
+) -> Result<()> {
     for stmt in stmts {
-        if let Err(e) = pool.execute(stmt.as_str()).await {
+        if let Err(e) = conn.execute(stmt.as_str()).await {
             // Each step is idempotent: a column or table someone else just
             // added is as good as ours.
             if is_duplicate_column(&e) || is_concurrent_create(&e) {
@@ -56,35 +61,35 @@ async fn apply(pool: &AnyPool, stmts: &[String], prefix: &str, store: &str) -> R
 }
 
 async fn read_version(
-    pool: &AnyPool,
+    conn: &mut AnyConnection,
     dialect: Dialect,
     prefix: &str,
 ) -> Result<Option<i64>, sqlx::Error> {
     let sql = dialect.plain(format!(
         "SELECT version FROM {prefix}schema WHERE component = 'tenure'"
     ));
-    let row = sqlx::query(&sql).fetch_optional(pool).await?;
+    let row = sqlx::query(&sql).fetch_optional(&mut *conn).await?;
     row.map(|r| r.try_get::<i64, _>(0)).transpose()
 }
 
 /// Checks the schema version and, if `create`, creates missing tables.
 pub(crate) async fn prepare(
-    pool: &AnyPool,
+    conn: &mut AnyConnection,
     dialect: Dialect,
     prefix: &str,
     create: bool,
     store: &str,
 ) -> Result<()> {
-    let found = match read_version(pool, dialect, prefix).await {
+    let found = match read_version(conn, dialect, prefix).await {
         Ok(v) => v,
         Err(e) if is_missing_table(&e) => None,
         Err(e) => return Err(map_err(store, prefix, e)),
     };
     match found {
         Some(v) if v == SCHEMA_VERSION => {
-            check_tables(pool, dialect, prefix, store).await?;
+            check_tables(conn, dialect, prefix, store).await?;
             if create {
-                check_writable(pool, dialect, prefix, store).await?;
+                check_writable(conn, dialect, prefix, store).await?;
             }
             Ok(())
         }
@@ -95,20 +100,20 @@ pub(crate) async fn prepare(
             ),
         }),
         Some(v) if v >= 1 && create => {
-            let server = server_kind(pool, dialect)
+            let server = server_kind(conn, dialect)
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
             for to in (v + 1)..=SCHEMA_VERSION {
-                apply(pool, &step(dialect, prefix, server, to), prefix, store).await?;
+                apply(conn, &step(dialect, prefix, server, to), prefix, store).await?;
             }
             let bump = dialect.plain(format!(
                 "UPDATE {prefix}schema SET version = {SCHEMA_VERSION} WHERE component = 'tenure' AND version < {SCHEMA_VERSION}"
             ));
-            pool.execute(bump.as_str())
+            conn.execute(bump.as_str())
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
             tracing::info!("migrated the {prefix}* tables from schema version {v} to {SCHEMA_VERSION}");
-            check_tables(pool, dialect, prefix, store).await
+            check_tables(conn, dialect, prefix, store).await
         }
         Some(v) if v >= 1 => Err(Error::Schema { source: None,
             store: store.to_string(),
@@ -135,7 +140,7 @@ pub(crate) async fn prepare(
             probes.extend(table_probes(prefix).into_iter().skip(1));
             for (table, probe) in probes {
                 if let Err(e) = sqlx::query(&dialect.plain(probe))
-                    .fetch_optional(pool)
+                    .fetch_optional(&mut *conn)
                     .await
                 {
                     if !is_missing_table(&e) {
@@ -152,13 +157,13 @@ pub(crate) async fn prepare(
                     ),
                 });
             }
-            let server = server_kind(pool, dialect)
+            let server = server_kind(conn, dialect)
                 .await
                 .map_err(|e| map_err(store, prefix, e))?;
-            apply(pool, &ddl(dialect, prefix, server), prefix, store).await?;
+            apply(conn, &ddl(dialect, prefix, server), prefix, store).await?;
             // Someone may have raced us with another version; check again.
-            match read_version(pool, dialect, prefix).await {
-                Ok(Some(v)) if v == SCHEMA_VERSION => check_tables(pool, dialect, prefix, store).await,
+            match read_version(conn, dialect, prefix).await {
+                Ok(Some(v)) if v == SCHEMA_VERSION => check_tables(conn, dialect, prefix, store).await,
                 Ok(other) => Err(Error::Schema { source: None,
                     store: store.to_string(),
                     reason: format!("after creating the tables, {prefix}schema says version {other:?}, expected {SCHEMA_VERSION}"),
@@ -187,10 +192,15 @@ fn table_probes(prefix: &str) -> [(&'static str, String); 4] {
 
 /// Selects every column of every table, reading no row: a missing table or
 /// column (another program's table of that name) shows up here, at connect.
-async fn check_tables(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &str) -> Result<()> {
+async fn check_tables(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    prefix: &str,
+    store: &str,
+) -> Result<()> {
     for (table, probe) in table_probes(prefix) {
         sqlx::query(&dialect.plain(probe))
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|e| map_table_err(store, prefix, table, e))?;
     }
@@ -202,14 +212,19 @@ async fn check_tables(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &st
 /// only refuses writes. A command that will write finds out here, at
 /// connect, with a change it rolls back, rather than failing every write
 /// while it runs.
-async fn check_writable(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &str) -> Result<()> {
+async fn check_writable(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    prefix: &str,
+    store: &str,
+) -> Result<()> {
     if dialect != Dialect::Sqlite {
         return Ok(());
     }
     let touch =
         format!("UPDATE {prefix}schema SET version = version + 1 WHERE component = 'tenure'");
     let tried = async {
-        let mut tx = pool.begin().await?;
+        let mut tx = conn.begin().await?;
         sqlx::query(&dialect.plain(touch)).execute(&mut *tx).await?;
         tx.rollback().await
     }
@@ -219,13 +234,15 @@ async fn check_writable(pool: &AnyPool, dialect: Dialect, prefix: &str, store: &
 
 /// Asks a `mysql://` server whether it is MariaDB.
 pub(crate) async fn server_kind(
-    pool: &AnyPool,
+    conn: &mut AnyConnection,
     dialect: Dialect,
 ) -> Result<ServerKind, sqlx::Error> {
     if dialect != Dialect::MySql {
         return Ok(ServerKind::Other);
     }
-    let row = sqlx::query("SELECT VERSION()").fetch_one(pool).await?;
+    let row = sqlx::query("SELECT VERSION()")
+        .fetch_one(&mut *conn)
+        .await?;
     let version: String = row.try_get(0)?;
     Ok(if version.contains("MariaDB") {
         ServerKind::MariaDb

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::after::AfterJob;
+use super::connection::OnOwn;
 use super::decode::{decode_history, decode_member, decode_record};
 use super::statements::{bind_member, bind_tenure, duration_us, sent};
 use super::SqlStore;
@@ -30,12 +31,12 @@ impl SqlStore {
             Some(ns) => {
                 sqlx::query(&sent(self.dialect, in_namespace))
                     .bind(ns)
-                    .fetch_all(&self.pool)
+                    .fetch_all_on(&self.own)
                     .await
             }
             None => {
                 sqlx::query(&sent(self.dialect, all))
-                    .fetch_all(&self.pool)
+                    .fetch_all_on(&self.own)
                     .await
             }
         };
@@ -57,7 +58,7 @@ impl SqlStore {
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
+            .fetch_all_on(&self.own)
             .await
             .map_err(|e| self.wrap(e))?;
         rows.iter()
@@ -68,7 +69,7 @@ impl SqlStore {
 
     async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
         let ttl_us = duration_us(claim.ttl);
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let sql = sent(self.dialect, &self.statements.acquire);
         let q = sqlx::query(&sql)
             .bind(claim.holder.as_str())
@@ -127,6 +128,19 @@ impl SqlStore {
     }
 
     /// The lease record in a statement's answer, if any.
+    /// This process acquired `key`: its connection stays open for the
+    /// tenure, and the wake-up mechanism does what a new leader's does.
+    fn leading(&self, key: &ElectionKey) {
+        self.own.leading(key);
+        self.wake.acquired(key);
+    }
+
+    /// This process's tenure of `key` ended (released, handed over, lost).
+    fn tenure_ended(&self, key: &ElectionKey) {
+        self.own.ended(key);
+        self.wake.ended(key);
+    }
+
     fn record(
         &self,
         row: std::result::Result<Option<sqlx::any::AnyRow>, sqlx::Error>,
@@ -149,7 +163,7 @@ impl SqlStore {
         sqlx::query(&sent(self.dialect, &self.statements.insert_vacant))
             .bind(claim.key.namespace.as_str())
             .bind(claim.key.election.as_str())
-            .execute(&self.pool)
+            .execute_on(&self.own)
             .await
             .map_err(|e| self.wrap(e))?;
         match self.acquire_once(claim).await? {
@@ -167,14 +181,14 @@ impl SqlStore {
                 .bind(ttl_us),
             tenure,
         )
-        .execute(&self.pool)
+        .execute_on(&self.own)
         .await
         .map_err(|e| self.wrap(e))?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn release_inner(&self, tenure: &Tenure) -> Result<bool> {
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let done = bind_tenure(
             sqlx::query(&sent(self.dialect, &self.statements.release)),
             tenure,
@@ -218,7 +232,7 @@ impl LeaseStore for SqlStore {
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let result = self.try_acquire_inner(claim).await;
         match &result {
-            Ok(Acquire::Acquired(rec)) => self.wake.acquired(&rec.key),
+            Ok(Acquire::Acquired(rec)) => self.leading(&rec.key),
             Ok(Acquire::Held(rec)) => self.wake.seen(&claim.key, rec.as_ref()),
             _ => {}
         }
@@ -237,7 +251,7 @@ impl LeaseStore for SqlStore {
         }
         let renewed = self.batcher.renew(tenure, ttl).await;
         if let Ok(false) = &renewed {
-            self.wake.ended(&tenure.key);
+            self.tenure_ended(&tenure.key);
         }
         renewed
     }
@@ -245,7 +259,7 @@ impl LeaseStore for SqlStore {
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         let released = self.release_inner(tenure).await;
         // Whatever the answer, this process no longer leads with this tenure.
-        self.wake.ended(&tenure.key);
+        self.tenure_ended(&tenure.key);
         let released = released?;
         if released {
             // PostgreSQL listeners heard of it from the statement itself
@@ -265,7 +279,7 @@ impl LeaseStore for SqlStore {
     ) -> Result<bool> {
         let window_us = handover_window_us(window)?;
         let done = async {
-            let mut lent = self.kept.lend().await?;
+            let mut lent = self.own.lend().await?;
             let done = bind_tenure(
                 sqlx::query(&sent(self.dialect, &self.statements.hand_over))
                     .bind(to.column())
@@ -280,7 +294,7 @@ impl LeaseStore for SqlStore {
         }
         .await
         .map_err(|e| self.wrap(e));
-        self.wake.ended(&tenure.key);
+        self.tenure_ended(&tenure.key);
         let done = done?.rows_affected() == 1;
         if done {
             // As in `release`, the statement notified PostgreSQL listeners.
@@ -303,7 +317,7 @@ impl LeaseStore for SqlStore {
             .bind(reason.as_str())
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
-            .execute(&self.pool)
+            .execute_on(&self.own)
             .await
             .map_err(|e| self.wrap(e))?;
         if done.rows_affected() == 0 {
@@ -314,7 +328,7 @@ impl LeaseStore for SqlStore {
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(lent.conn(), key).await?;
         lent.keep();
         self.wake.seen(key, rec.as_ref());
@@ -364,7 +378,7 @@ impl Membership for SqlStore {
     ) -> Result<Option<LeaseRecord>> {
         if let Some(sql) = &self.statements.heartbeat_and_read {
             let sql = sent(self.dialect, sql);
-            let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+            let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
             let row = bind_member(sqlx::query(&sql), member, duration_us(ttl))
                 .bind(member.key.namespace.as_str())
                 .bind(member.key.election.as_str())
@@ -399,14 +413,14 @@ impl Membership for SqlStore {
             .bind(key.namespace.as_str())
             .bind(key.election.as_str())
             .bind(holder)
-            .execute(&self.pool)
+            .execute_on(&self.own)
             .await
             .map_err(|e| self.wrap(e))?;
         Ok(done.rows_affected() > 0)
     }
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let members = self.members_with(lent.conn(), key).await;
         lent.keep_if_ok(members)
     }
@@ -418,7 +432,7 @@ impl Membership for SqlStore {
         // One connection, one statement after the other: side by side, the
         // second would take a pooled connection, and the pool may have to
         // open one (`kept.rs`).
-        let mut lent = self.kept.lend().await.map_err(|e| self.wrap(e))?;
+        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(lent.conn(), key).await?;
         self.wake.seen(key, rec.as_ref());
         let members = self.members_with(lent.conn(), key).await;

@@ -49,6 +49,7 @@ pub(super) struct Parts<'a> {
     pub(super) driver_url: &'a str,
     pub(super) described: &'a str,
     pub(super) pool: &'a AnyPool,
+    pub(super) own: &'a Arc<super::connection::OneConnection>,
     pub(super) statements: &'a Arc<Statements>,
     pub(super) options: &'a StoreOptions,
 }
@@ -64,6 +65,7 @@ impl Wake {
             driver_url,
             described,
             pool,
+            own,
             statements,
             options,
         } = parts;
@@ -86,7 +88,7 @@ impl Wake {
             Dialect::Postgres => Ok(Wake::Listen(Arc::new(super::postgres::PushHub::new(
                 driver_url.to_string(),
                 &options.table_prefix,
-                pool.clone(),
+                own.clone(),
                 options.push_probe_period,
             )))),
             #[allow(unreachable_patterns)]
@@ -234,6 +236,18 @@ impl Wake {
             },
             #[cfg(feature = "postgres")]
             Wake::Listen(hub) => hub.health(),
+        }
+    }
+
+    /// How many connections the wake-ups hold open now.
+    pub(super) fn connections_held(&self) -> usize {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Wake::FileWatch(_) => 0,
+            #[cfg(feature = "mysql")]
+            Wake::NamedLocks { locks, .. } => locks.connections_held(),
+            #[cfg(feature = "postgres")]
+            Wake::Listen(hub) => usize::from(matches!(hub.health(), PushHealth::Up { .. })),
         }
     }
 

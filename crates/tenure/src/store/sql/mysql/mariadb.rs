@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use sqlx::Row;
 
+use crate::store::sql::connection::OnOwn;
 use crate::store::sql::decode::decode_packed_record;
 use crate::store::sql::errors::mysql_number;
 use crate::store::sql::statements::{bind_member, duration_us, sent};
@@ -76,8 +77,12 @@ impl SqlStore {
             TWO_STATEMENTS => return false,
             _ => {}
         }
-        let version = match sqlx::query("SELECT VERSION()").fetch_one(&self.pool).await {
-            Ok(row) => row.try_get::<String, _>(0),
+        let version = match sqlx::query("SELECT VERSION()")
+            .fetch_optional_on(&self.own)
+            .await
+        {
+            Ok(Some(row)) => row.try_get::<String, _>(0),
+            Ok(None) => Err(sqlx::Error::RowNotFound),
             Err(e) => Err(e),
         };
         match version {
@@ -118,9 +123,9 @@ impl SqlStore {
             return Tried::FallBack;
         }
         let sql = sent(self.dialect, sql);
-        // On the kept connection, as every lease statement: this read is a
-        // successor's last step before it acquires (see `kept.rs`).
-        let mut lent = match self.kept.lend().await {
+        // On the store's connection, as every statement: this read is a
+        // successor's last step before it acquires (see `connection.rs`).
+        let mut lent = match self.own.lend().await {
             Ok(lent) => lent,
             Err(e) => return Tried::Failed(e),
         };

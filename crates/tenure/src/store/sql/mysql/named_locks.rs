@@ -146,6 +146,18 @@ impl NamedLocks {
         }
     }
 
+    /// The connections held now: the leader's lock connection, the
+    /// waiters' and the spare ones (the doorbells' are not counted).
+    pub(in crate::store::sql) fn connections_held(&self) -> usize {
+        let leader = self
+            .held
+            .try_lock()
+            .map_or(1, |held| usize::from(held.0.is_some()));
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).len();
+        leader + waiting + spare
+    }
+
     /// Subscribers hear of elections whose lock a waiter was granted.
     pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         // The waiters send; no listener task of its own.

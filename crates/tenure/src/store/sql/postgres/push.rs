@@ -8,12 +8,12 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::store::sql::connection::{OnOwn, OneConnection};
 use crate::store::util::push_health::{PushHealth, PushMonitor};
 use crate::store::util::push_outage::{Backoff, PushOutage};
 use crate::store::util::wakeups::{wake_all, Sender, Wakeups};
 use crate::store::{Changes, ElectionKey, StoreOptions};
 use sqlx::postgres::PgListener;
-use sqlx::AnyPool;
 
 const WHAT: &str = "PostgreSQL LISTEN";
 
@@ -25,7 +25,7 @@ pub(in crate::store::sql) struct PushHub {
     url: String,
     channel: String,
     /// Where probes are sent from: a connection other than the listener's.
-    pool: AnyPool,
+    own: Arc<OneConnection>,
     probe_period: Duration,
     wakeups: Wakeups,
     monitor: Arc<PushMonitor>,
@@ -35,13 +35,13 @@ impl PushHub {
     pub(in crate::store::sql) fn new(
         url: String,
         prefix: &str,
-        pool: AnyPool,
+        own: Arc<OneConnection>,
         probe_period: Duration,
     ) -> Self {
         Self {
             url,
             channel: crate::store::sql::statements::changes_channel(prefix),
-            pool,
+            own,
             probe_period,
             wakeups: Wakeups::new(),
             monitor: Arc::new(PushMonitor::new(WHAT)),
@@ -52,7 +52,7 @@ impl PushHub {
         let listener = Listener {
             url: self.url.clone(),
             channel: self.channel.clone(),
-            pool: self.pool.clone(),
+            own: self.own.clone(),
             probe_period: self.probe_period,
             monitor: Arc::clone(&self.monitor),
         };
@@ -105,7 +105,7 @@ const PROBE_RETRY: Duration = Duration::from_secs(1);
 struct Listener {
     url: String,
     channel: String,
-    pool: AnyPool,
+    own: Arc<OneConnection>,
     probe_period: Duration,
     monitor: Arc<PushMonitor>,
 }
@@ -113,7 +113,7 @@ struct Listener {
 /// One connection's probes: PostgreSQL tells a listener nothing when its
 /// notifications stop arriving (a half-open connection, a pooler in
 /// transaction mode that drops them), so the listener notifies itself
-/// through the pool, once the channel opens and every probe period, and
+/// through the store's connection, once the channel opens and every probe period, and
 /// takes a probe that does not arrive for a lost channel.
 struct Probes {
     payload: String,
@@ -137,14 +137,14 @@ impl Probes {
     }
 
     /// Sends a probe if one is due and none is pending.
-    async fn send_due(&mut self, pool: &AnyPool, channel: &str) {
+    async fn send_due(&mut self, own: &OneConnection, channel: &str) {
         if self.pending.is_some() || Instant::now() < self.next {
             return;
         }
         let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(channel)
             .bind(self.payload.as_str())
-            .execute(pool);
+            .execute_on(own);
         match tokio::time::timeout(PROBE_SEND_TIMEOUT, sent).await {
             Ok(Ok(_)) => self.pending = Some(Instant::now()),
             Ok(Err(e)) => {
@@ -220,7 +220,7 @@ impl Listener {
             }
             let mut probes = Probes::new(self.probe_period);
             loop {
-                probes.send_due(&self.pool, &self.channel).await;
+                probes.send_due(&self.own, &self.channel).await;
                 let next =
                     tokio::time::timeout_at(probes.wait_until().into(), listener.try_recv()).await;
                 let Some(t) = tx.upgrade() else { return };
