@@ -31,6 +31,35 @@ pub(super) struct FollowerState {
     /// The term of the last lease seen free, and when (local clock) this
     /// follower first saw it free: the succession grace counts from then.
     free_since: Option<(u64, Duration)>,
+    /// Where a subscription holds a connection: the term of the lease this
+    /// follower last ranked itself against, and when (local clock).
+    ranked: Option<(u64, Duration)>,
+}
+
+/// Where a subscription holds a connection, a follower reads the member
+/// list again after this many TTLs to learn whether it became the
+/// designated successor (one that crashed stops being fresh after two
+/// TTLs); sooner when the lease changed hands.
+const RANK_REFRESH_TTLS: u32 = 6;
+
+/// How soon a follower that could not rank itself, as it has not registered
+/// yet (registering is one request, just after it starts), reads again.
+const UNREGISTERED_RETRY: Duration = Duration::from_millis(100);
+
+/// Where a subscription holds a connection, this many followers listen:
+/// the designated successor, and the next in line, which becomes the
+/// successor the moment the successor takes over (or is the successor
+/// while the first is gone but not yet stale), long before its next read.
+const LISTENING_FOLLOWERS: usize = 2;
+
+/// What ranking a follower against the held lease found ([`Campaign::rank`]).
+enum Ranked {
+    /// Nothing that needs a read now.
+    Same,
+    /// It became the designated successor and subscribed.
+    Listening,
+    /// It has not registered yet, so it cannot be ranked.
+    Unregistered,
 }
 
 /// One read of the lease by a follower.
@@ -155,6 +184,22 @@ impl Campaign {
         activity: Option<u64>,
         hold_off: Option<Duration>,
     ) -> Result<Option<Duration>, Next> {
+        // Where a subscription holds a connection: listen if first in line.
+        // Not ranked yet (not registered yet): read again soon while the
+        // lease is held or in a transfer window (when it is free this
+        // follower reads the member list to succeed anyway).
+        let mut unranked = false;
+        if let Some(r) = rec.as_ref().filter(|_| self.frugal) {
+            let waits = r.is_held() || r.transfer_target().is_some();
+            match self.rank(r, members.as_deref()).await? {
+                // Read again now: the store arms a wake-up for what a read
+                // shows only while something subscribes (MySQL's wait on
+                // the leader's lock).
+                Ranked::Listening if waits => return Ok(None),
+                Ranked::Unregistered if waits => unranked = true,
+                _ => {}
+            }
+        }
         let wait = match rec {
             // Not while work of an earlier tenure still holds it
             // (see `HandoverHold`): the lease then expires.
@@ -192,7 +237,10 @@ impl Campaign {
                 },
             },
         };
-        Ok(Some(wait))
+        Ok(Some(match unranked {
+            true => wait.min(jittered(UNREGISTERED_RETRY)),
+            false => wait,
+        }))
     }
 
     /// How long to wait after a failed follower call: a corrupt lease
@@ -313,13 +361,85 @@ impl Campaign {
         }
     }
 
+    /// Where a subscription holds a connection: whether this follower is
+    /// the designated successor of the held lease `r` (the first fresh
+    /// member other than its holder, as [`Self::succession_wait`] finds it
+    /// when the lease is free) or next in line ([`LISTENING_FOLLOWERS`]),
+    /// and so listens ([`Campaign::listen`]). The
+    /// member list (`members`, if it was read beside the lease) is read
+    /// when the lease changed hands since the last ranking, and every
+    /// [`RANK_REFRESH_TTLS`] TTLs. A failed read changes nothing: the next
+    /// read ranks again.
+    async fn rank(
+        &mut self,
+        r: &LeaseRecord,
+        members: Option<&[MemberRecord]>,
+    ) -> Result<Ranked, Next> {
+        let now = self.now();
+        let due = match self.follower.ranked {
+            None => true,
+            Some((term, at)) => {
+                term != r.term || now.saturating_sub(at) >= self.timing().ttl * RANK_REFRESH_TTLS
+            }
+        };
+        let read;
+        let members = match members {
+            Some(m) => m,
+            None if !due => return Ok(Ranked::Same),
+            None => {
+                let store = self.store.clone();
+                let key = self.config.key.clone();
+                match self
+                    .follower_call("members", async move { store.members(&key).await })
+                    .await?
+                {
+                    Ok(m) => {
+                        read = m;
+                        &read[..]
+                    }
+                    Err(_) => return Ok(Ranked::Same),
+                }
+            }
+        };
+        if self.shared.heartbeat_age() == Duration::MAX
+            && !members.iter().any(|m| m.holder == self.config.holder)
+        {
+            return Ok(Ranked::Unregistered);
+        }
+        let ttl = self.timing().ttl;
+        let place = members
+            .iter()
+            .filter(|m| {
+                // As `succession_wait` finds the successor: not the holder,
+                // nor (the lease being free) the one who just let go.
+                m.is_fresh(r.read_at_us, ttl)
+                    && Some(m.holder.as_str()) != r.holder.as_deref()
+                    && (r.is_held() || Some(m.holder.as_str()) != r.previous_holder.as_deref())
+            })
+            .position(|m| m.holder == self.config.holder);
+        self.follower.ranked = Some((r.term, now));
+        Ok(
+            match self.listen(place.is_some_and(|p| p < LISTENING_FOLLOWERS)) {
+                true => Ranked::Listening,
+                false => Ranked::Same,
+            },
+        )
+    }
+
     /// How long to wait before looking again at a lease held by someone else:
     /// until it would expire by the store's clock. Where the store pushes
     /// changes, nothing sooner: a release or hand-over wakes us, so an idle
     /// follower reads once per lease lifetime instead of every poll period
     /// (12 reads a second). Without push, a poll period, to see a release.
     pub(super) fn wait_for(&self, rec: &LeaseRecord) -> Duration {
-        let until_expiry = rec.remaining + self.timing().settle;
+        let mut until_expiry = rec.remaining + self.timing().settle;
+        if self.frugal && self.changes.is_none() {
+            // Not the designated successor, which reads at the expiry: a
+            // quarter of a TTL spread after it, so the followers of a
+            // fleet (whose reads the leader's renewals line up) do not all
+            // open a connection in the same instant.
+            until_expiry += self.timing().ttl.mul_f64(crate::random::factor(0.0, 0.25));
+        }
         match self.own_poll() {
             None => until_expiry,
             Some(poll) => poll.min(until_expiry),
@@ -331,7 +451,10 @@ impl Campaign {
     /// channel is down, so a release is still seen long before the expiry;
     /// the poll period where the store cannot push.
     fn own_poll(&self) -> Option<Duration> {
-        if self.changes.is_none() {
+        if self.changes.is_none() && self.frugal {
+            // Not listening on purpose: the designated successor does.
+            None
+        } else if self.changes.is_none() {
             Some(jittered(self.timing().poll_period))
         } else if self.store.push_health().is_down() {
             Some(jittered(self.timing().push_down_poll))
@@ -501,7 +624,7 @@ impl Campaign {
         let free_for = now.saturating_sub(since);
         // With push the successor hears of the change in milliseconds;
         // without it, within a poll period.
-        let grace = if self.changes.is_some() {
+        let grace = if self.changes.is_some() || self.frugal {
             self.timing().push_succession_grace
         } else {
             self.timing().succession_grace

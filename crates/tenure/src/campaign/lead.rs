@@ -31,6 +31,7 @@ impl Campaign {
     /// Leads `tenure` until it ends; returns what follows.
     pub(super) async fn lead(&mut self, tenure: Tenure, deadline: Duration) -> Next {
         let led_since = self.now();
+        let _ = self.listen(true);
         let mut reign = Reign {
             tenure,
             deadline,

@@ -60,8 +60,15 @@ pub(crate) struct Campaign {
     /// The corrupt-lease error last logged ([`Error::Corrupt`]), to log each
     /// new one once rather than every retry.
     corrupt: Option<String>,
-    /// Pushed change notifications, where the store has them.
+    /// Pushed change notifications, where the store has them (and, where a
+    /// subscription holds a connection, while this candidate leads or is
+    /// the designated successor: see [`Self::listen`]).
     changes: Option<Changes>,
+    /// Whether a subscription holds a database connection here
+    /// ([`Capabilities::push_holds_a_connection`]).
+    ///
+    /// [`Capabilities::push_holds_a_connection`]: crate::store::Capabilities::push_holds_a_connection
+    frugal: bool,
     /// What a follower carries from one wait to the next read.
     follower: FollowerState,
     /// When (local clock) this candidate last reaped lapsed members as leader
@@ -84,7 +91,12 @@ impl Campaign {
         shared: Arc<Shared>,
         commands: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
-        let changes = store.subscribe();
+        let caps = store.capabilities();
+        let frugal = caps.push && caps.push_holds_a_connection;
+        // A frugal follower subscribes once its first read shows it the
+        // designated successor: a fleet starting together must not open
+        // a listening connection each.
+        let changes = if frugal { None } else { store.subscribe() };
         Self {
             config,
             store,
@@ -94,6 +106,7 @@ impl Campaign {
             failures: 0,
             corrupt: None,
             changes,
+            frugal,
             follower: FollowerState::default(),
             reaped_at: None,
             stepping_down: SteppingDown::default(),
@@ -151,6 +164,32 @@ impl Campaign {
             holder: self.config.holder.clone(),
             term,
         }
+    }
+
+    /// Where a subscription holds a database connection: subscribes (`on`)
+    /// or lets go. The leader listens (a hand-over request reaches it at
+    /// once), and so do the two followers first in line (a release reaches
+    /// the designated successor at once; see `follow.rs`, `rank`); the
+    /// other followers read at the lease's expiry and hold no connection in
+    /// between. Elsewhere the subscription stays. Whether a
+    /// subscription started.
+    fn listen(&mut self, on: bool) -> bool {
+        if !self.frugal {
+            return false;
+        }
+        match (on, self.changes.is_some()) {
+            (true, false) => {
+                tracing::debug!(election = %self.config.key, "listening for pushes");
+                self.changes = self.store.subscribe();
+                return self.changes.is_some();
+            }
+            (false, true) => {
+                tracing::debug!(election = %self.config.key, "not first in line to succeed: no longer listening");
+                self.changes = None;
+            }
+            _ => {}
+        }
+        false
     }
 
     fn now(&self) -> Duration {

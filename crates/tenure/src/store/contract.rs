@@ -68,6 +68,15 @@ pub struct Capabilities {
     /// then never deletes the holder's registration. Never a safety matter:
     /// membership only orders successors.
     pub lease_vouches_for_holder: bool,
+    /// A process's subscription ([`Wakeups::subscribe`](crate::store::Wakeups::subscribe))
+    /// holds a database connection while anything in the process
+    /// subscribes (PostgreSQL's `LISTEN` connection, MySQL/MariaDB's
+    /// named-lock waits). Electors then subscribe only while they lead or
+    /// are the designated successor, the ones a push must reach at once; the
+    /// other followers read at the lease's expiry and hold no connection in
+    /// between, so a fleet of replicas costs the database a few connections
+    /// rather than one or more each.
+    pub push_holds_a_connection: bool,
 }
 
 /// The storage contract: the lease itself.

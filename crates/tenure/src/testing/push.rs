@@ -40,8 +40,10 @@ impl Conformance {
         .await
         .expect("b follows")
         .expect("alive");
-        // Let b settle into its long sleep.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Let b settle into its long sleep (where a subscription holds a
+        // connection, after ranking itself the designated successor and
+        // subscribing: a member read, and a read once it listens).
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let released = Instant::now();
         a.shutdown().await.expect("shutdown");
         tokio::time::timeout(Duration::from_millis(500), b.acquired())

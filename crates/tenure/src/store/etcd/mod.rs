@@ -145,6 +145,9 @@ impl LeaseStore for EtcdStore {
             // the sweeper deletes a tenure its live process stopped renewing:
             // the watch sees both, as it sees a release.
             push_expiry: true,
+            // Watches ride the one session (or gRPC channel) every
+            // process holds anyway.
+            push_holds_a_connection: false,
             // A member's heartbeat is a keep-alive of the member lease its
             // registration names, and `members` dates it from that lease:
             // the leader keeps heartbeating (one keep-alive per 1.5 TTLs).

@@ -62,8 +62,11 @@ impl SqlStore {
         use sqlx::Connection;
         let (_, driver_url) = parse_url(url)?;
         let dialect = self.dialect;
+        // The server's "full" is asked again until shortly before the
+        // timeout, and then reported in its words.
+        let until = tokio::time::Instant::now() + timeout.mul_f64(0.8);
         let probe = async move {
-            let mut conn = sqlx::AnyConnection::connect(&driver_url).await?;
+            let mut conn = connect_when_room(&driver_url, until).await?;
             if dialect == Dialect::Sqlite {
                 super::sqlite::probe(&mut conn).await?;
             }
@@ -136,6 +139,9 @@ impl SqlStore {
             statements: &statements,
             options,
         })?;
+        let wake = std::sync::Arc::new(wake);
+        let subscribed = std::sync::Arc::downgrade(&wake);
+        own.keep_while(move || subscribed.upgrade().is_some_and(|w| w.has_subscribers()));
         let members = super::heartbeats::MembersTable::new(
             own.clone(),
             dialect,
@@ -154,7 +160,7 @@ impl SqlStore {
                 &options.table_prefix,
                 described.clone(),
             ),
-            wake: std::sync::Arc::new(wake),
+            wake,
             own,
             pool,
             dialect,
@@ -162,6 +168,32 @@ impl SqlStore {
             prefix: options.table_prefix.clone(),
             described,
         })
+    }
+}
+
+/// One connection to `url`. A server with no connection left to give (the
+/// application's, or a fleet's replicas starting together) is asked again
+/// after a pause (10 ms doubling to 320 ms, jittered) until `until`: a
+/// replica that starts while the server is full waits for room instead of
+/// exiting. Any other error returns at once.
+async fn connect_when_room(
+    url: &str,
+    until: tokio::time::Instant,
+) -> Result<sqlx::AnyConnection, sqlx::Error> {
+    use sqlx::Connection;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match sqlx::AnyConnection::connect(url).await {
+            Err(e)
+                if super::errors::is_server_full(&e)
+                    && tokio::time::Instant::now() + pause < until =>
+            {
+                tracing::debug!("no connection left on the server, asking again: {e}");
+                tokio::time::sleep(pause.mul_f64(crate::random::factor(0.5, 1.0))).await;
+                pause = (pause * 2).min(Duration::from_millis(320));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -3,14 +3,21 @@
 //! A service's database has few connections to give, and a replica that
 //! only follows must not sit on one. Every statement a
 //! [`SqlStore`](super::SqlStore) sends for itself (lease, member, history,
-//! run-record and schema statements, push probes, doorbells) goes through
-//! this one connection, one statement at a time:
+//! run-record and schema statements, push probes) goes through this one
+//! connection, one statement at a time (batched renewals and heartbeats
+//! keep that to a few statements per renew period for any number of
+//! elections; the price: a statement that waits, such as an acquisition
+//! queued on the row lock of a fenced transaction, holds up the process's
+//! other statements until it ends):
 //! - while this process holds a lease, the connection stays open for the
 //!   whole tenure: a leader never gives it back to a server that may then
 //!   refuse it a new one, so a full server cannot depose a healthy leader;
+//! - so it does while anything in the process subscribes to pushes (a
+//!   designated successor, an observer): a woken successor's read and
+//!   acquisition must not wait for a new connection;
 //! - otherwise it is closed once it has gone [`LINGER`] unused: a follower
 //!   that reads once per TTL holds none between its reads, and the reads
-//!   of one hand-over (lease, members, acquire) still share one;
+//!   of one wake-up (lease, members, acquire) still share one;
 //! - a statement that fails or is cancelled closes it (it may be broken or
 //!   mid-statement); the next statement opens another.
 //!
@@ -33,11 +40,18 @@ use tokio::time::Instant;
 
 use crate::store::ElectionKey;
 
-/// How long the connection stays open after its last statement when this
-/// process leads nothing: far longer than the statements of one hand-over
-/// take (milliseconds), far shorter than a follower's wait between reads
-/// (its lease's expiry).
-pub(super) const LINGER: Duration = Duration::from_secs(1);
+/// How long the connection stays open after its last statement while it
+/// is not kept: longer than the gap between the statements of one wake-up
+/// (a read, then the member list or the acquisition: microseconds to a few
+/// milliseconds), far shorter than a follower's wait between reads (its
+/// lease's expiry). Every follower of a fleet holds it this long per read.
+pub(super) const LINGER: Duration = Duration::from_millis(50);
+
+/// How often a kept connection's closer looks whether it is still kept.
+const KEPT_CHECK: Duration = Duration::from_secs(1);
+
+/// Whether something in the process subscribes to pushes.
+type Subscribed = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// The store's own connection: opened when a statement needs it, kept
 /// while this process leads, closed when idle otherwise.
@@ -48,7 +62,7 @@ pub(super) struct OneConnection {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Shared {
     /// The elections this process holds a lease of: the connection is
     /// kept while any is.
@@ -59,6 +73,17 @@ struct Shared {
     opened: AtomicU64,
     /// Whether a task will close the connection once it is idle.
     closer: AtomicBool,
+    /// Set once by the store: whether anything subscribes to its pushes.
+    subscribed: std::sync::OnceLock<Subscribed>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("open", &self.open)
+            .field("kept", &self.kept())
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -122,21 +147,20 @@ impl OneConnection {
             .insert(key.clone());
     }
 
-    /// This process's tenure of `key` ended: once it leads nothing, the
-    /// connection closes when idle.
+    /// This process's tenure of `key` ended: once it leads nothing (and
+    /// nothing subscribes), the connection closes when idle.
     pub(super) fn ended(&self, key: &ElectionKey) {
-        let none_left = {
-            let mut leading = self
-                .shared
-                .leading
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            leading.remove(key);
-            leading.is_empty()
-        };
-        if none_left {
-            spawn_closer(&self.shared, Arc::downgrade(&self.slot));
-        }
+        self.shared
+            .leading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    /// Keeps the connection open while `subscribed()` says something in
+    /// the process subscribes to pushes; set once, by the store.
+    pub(super) fn keep_while(&self, subscribed: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.shared.subscribed.set(Box::new(subscribed));
     }
 
     /// Whether the connection is open now.
@@ -151,6 +175,12 @@ impl OneConnection {
 }
 
 impl Shared {
+    /// Whether the connection stays open when idle: this process leads, or
+    /// something in it subscribes.
+    fn kept(&self) -> bool {
+        self.leads() || self.subscribed.get().is_some_and(|subscribed| subscribed())
+    }
+
     fn leads(&self) -> bool {
         !self
             .leading
@@ -194,56 +224,51 @@ impl Drop for Lent {
             return;
         }
         self.slot.last_used = Some(Instant::now());
-        if !self.shared.leads() {
-            spawn_closer(&self.shared, self.weak_slot.clone());
+        // Under the slot's lock, as the closer's decision to stop: one
+        // runs whenever the connection is open.
+        if !self.shared.closer.swap(true, Ordering::AcqRel) {
+            let (shared, slot) = (self.shared.clone(), self.weak_slot.clone());
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(close_when_idle(shared, slot))),
+                Err(_) => self.shared.closer.store(false, Ordering::Release),
+            }
         }
     }
 }
 
-/// Starts the task that closes the connection once it has gone [`LINGER`]
-/// unused while this process leads nothing, unless one runs already.
-fn spawn_closer(shared: &Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot>>) {
-    if shared.closer.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        shared.closer.store(false, Ordering::Release);
-        return;
-    };
-    let shared = shared.clone();
-    runtime.spawn(async move {
-        close_when_idle(&shared, slot).await;
-        shared.closer.store(false, Ordering::Release);
-    });
-}
-
-async fn close_when_idle(shared: &Shared, slot: Weak<tokio::sync::Mutex<Slot>>) {
+/// Closes the connection once it has gone [`LINGER`] unused while it is
+/// not kept (see [`Shared::kept`]); runs while the connection is open.
+async fn close_when_idle(shared: Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot>>) {
     loop {
-        let wait = {
-            let Some(slot) = slot.upgrade() else { return };
-            if shared.leads() {
+        let Some(slot) = slot.upgrade() else { return };
+        // After the statement that holds it now, if one does.
+        let mut held = slot.lock().await;
+        let last_used = match (&held.conn, held.last_used) {
+            (Some(_), Some(last_used)) => last_used,
+            _ => {
+                shared.closer.store(false, Ordering::Release);
                 return;
             }
-            // After the statement that holds it now, if one does.
-            let mut held = slot.lock().await;
-            let Some(last_used) = held.last_used else {
-                return;
-            };
-            if held.conn.is_none() {
-                return;
-            }
+        };
+        let wait = if shared.kept() {
+            KEPT_CHECK
+        } else {
             let due = last_used + LINGER;
-            if due <= Instant::now() {
+            let now = Instant::now();
+            if due <= now {
                 let conn = held.conn.take();
                 shared.open.store(false, Ordering::Relaxed);
+                shared.closer.store(false, Ordering::Release);
                 drop(held);
                 if let Some(conn) = conn {
                     let _ = conn.close().await;
                 }
                 return;
             }
-            due - Instant::now()
+            due - now
         };
+        drop(held);
+        drop(slot);
         tokio::time::sleep(wait).await;
     }
 }

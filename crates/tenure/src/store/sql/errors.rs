@@ -98,6 +98,12 @@ fn is_too_many_connections(code: &str, number: Option<u16>) -> bool {
 }
 
 /// The database file of a `sqlite:` store description, if it is one.
+/// Whether the server refused a connection because it has none left
+/// (see [`is_too_many_connections`]).
+pub(crate) fn is_server_full(e: &sqlx::Error) -> bool {
+    db_code(e).is_some_and(|(code, number, _)| is_too_many_connections(&code, number))
+}
+
 fn sqlite_file(store: &str) -> Option<&str> {
     let rest = store.strip_prefix("sqlite:")?;
     let path = rest.strip_prefix("//").unwrap_or(rest);

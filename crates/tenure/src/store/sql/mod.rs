@@ -124,9 +124,16 @@ impl SqlStore {
     /// For `mysql://` it asks the server whether it is MariaDB or MySQL (their
     /// collation names differ), so it needs a connection.
     pub async fn schema_sql(&self) -> Result<Vec<String>> {
-        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
-        let server = schema::server_kind(lent.conn(), self.dialect).await;
-        let server = lent.keep_if_ok(server).map_err(|e| self.wrap(e))?;
+        // Only MySQL's DDL depends on the server; elsewhere nothing is
+        // opened (nor, on SQLite, created).
+        let server = match self.dialect {
+            Dialect::MySql => {
+                let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
+                let server = schema::server_kind(lent.conn(), self.dialect).await;
+                lent.keep_if_ok(server).map_err(|e| self.wrap(e))?
+            }
+            _ => dialect::ServerKind::Other,
+        };
         Ok(schema::ddl(self.dialect, &self.prefix, server))
     }
 
@@ -149,11 +156,12 @@ impl SqlStore {
     }
 
     /// How many connections to the database this store holds open now:
-    /// the one its own statements share (open while this process leads,
-    /// and for a moment around each statement otherwise), and those its
-    /// wake-ups hold (PostgreSQL's LISTEN connection while subscribed;
-    /// MySQL/MariaDB's named-lock connections). Fenced transactions and the
-    /// application's statements on [`pool`](Self::pool) are not counted.
+    /// the one its own statements share (kept while this process leads or
+    /// subscribes to pushes, otherwise open only around its statements),
+    /// and those its wake-ups hold (PostgreSQL's `LISTEN` connection while
+    /// anything subscribes; MySQL/MariaDB's named-lock connections, not
+    /// counting the doorbells). Fenced transactions and the application's
+    /// statements on [`pool`](Self::pool) are not counted.
     ///
     /// ```no_run
     /// # async fn demo() -> tenure::Result<()> {
@@ -167,8 +175,8 @@ impl SqlStore {
     }
 
     /// How many times this store opened the connection its own statements
-    /// share: once per tenure while leading; once per read (or series of
-    /// reads less than a second apart) while following.
+    /// share: once while it stays kept (leading, subscribed); otherwise
+    /// once per read, or series of statements less than 250 ms apart.
     pub fn connections_opened(&self) -> u64 {
         self.own.opened()
     }

@@ -221,6 +221,8 @@ impl LeaseStore for SqlStore {
             durable: true,
             // Member reads join the lease row (`statements.rs`).
             lease_vouches_for_holder: true,
+            // SQLite's file watch holds none.
+            push_holds_a_connection: self.wake.holds_a_connection(),
             ..Capabilities::default()
         }
     }

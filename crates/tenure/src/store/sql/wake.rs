@@ -239,6 +239,29 @@ impl Wake {
         }
     }
 
+    /// Whether a subscription holds a database connection (not SQLite's
+    /// file watch).
+    pub(super) fn holds_a_connection(&self) -> bool {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Wake::FileWatch(_) => false,
+            #[allow(unreachable_patterns)]
+            _ => true,
+        }
+    }
+
+    /// Whether anything in the process subscribes now.
+    pub(super) fn has_subscribers(&self) -> bool {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Wake::FileWatch(watch) => watch.has_subscribers(),
+            #[cfg(feature = "mysql")]
+            Wake::NamedLocks { locks, .. } => locks.has_subscribers(),
+            #[cfg(feature = "postgres")]
+            Wake::Listen(hub) => hub.has_subscribers(),
+        }
+    }
+
     /// How many connections the wake-ups hold open now.
     pub(super) fn connections_held(&self) -> usize {
         match self {

@@ -135,6 +135,12 @@ impl PushMonitor {
     }
 
     /// The channel is open.
+    /// The channel was closed on purpose (nobody subscribes any more).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn closed(&self) {
+        self.set(Seen::NotYet);
+    }
+
     pub(crate) fn up(&self) {
         self.set(Seen::Up);
         #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]

@@ -16,14 +16,53 @@ pub(crate) type Sender = broadcast::Sender<Option<ElectionKey>>;
 #[derive(Debug)]
 pub(crate) struct Wakeups {
     tx: Arc<Sender>,
-    started: Mutex<bool>,
+    started: Arc<Mutex<bool>>,
+}
+
+#[cfg(feature = "postgres")]
+/// What a listener task asks, where its channel holds a connection that
+/// only subscribers need (PostgreSQL's `LISTEN`): whether to stop now.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscribers {
+    tx: Weak<Sender>,
+    started: Arc<Mutex<bool>>,
+}
+
+#[cfg(feature = "postgres")]
+impl Subscribers {
+    /// Whether nobody subscribes any more; if so the listener must stop
+    /// (it is marked stopped, and the next subscription starts another).
+    /// Decided under the lock that subscribing takes, so a subscription
+    /// that comes meanwhile either keeps this listener or starts the next.
+    pub(crate) fn stop_if_none(&self) -> bool {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        let none = self.tx.upgrade().is_none_or(|tx| tx.receiver_count() == 0);
+        if none {
+            *started = false;
+        }
+        none
+    }
 }
 
 impl Wakeups {
     pub(crate) fn new() -> Self {
         Self {
             tx: Arc::new(broadcast::channel(1024).0),
-            started: Mutex::new(false),
+            started: Arc::new(Mutex::new(false)),
+        }
+    }
+
+    /// Whether anything subscribes now.
+    pub(crate) fn has_subscribers(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    /// For a listener task that stops when nobody subscribes.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn subscribers(&self) -> Subscribers {
+        Subscribers {
+            tx: Arc::downgrade(&self.tx),
+            started: self.started.clone(),
         }
     }
 
@@ -47,8 +86,8 @@ impl Wakeups {
         F: FnOnce(Weak<Sender>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let rx = self.tx.subscribe();
         let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        let rx = self.tx.subscribe();
         if !*started {
             let Ok(rt) = tokio::runtime::Handle::try_current() else {
                 return None;

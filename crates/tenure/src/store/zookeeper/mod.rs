@@ -325,6 +325,9 @@ impl LeaseStore for ZkStore {
             // elector stopped renewing) is deleted only by the next
             // acquirer's multi-op: nothing pushes it.
             push_expiry: false,
+            // Watches ride the one session (or gRPC channel) every
+            // process holds anyway.
+            push_holds_a_connection: false,
             // Registrations are judged by their znode's `mtime`: the leader
             // keeps heartbeating.
             lease_vouches_for_holder: false,

@@ -158,6 +158,11 @@ impl NamedLocks {
         leader + waiting + spare
     }
 
+    /// Whether anything in the process subscribes.
+    pub(in crate::store::sql) fn has_subscribers(&self) -> bool {
+        self.wakeups.has_subscribers()
+    }
+
     /// Subscribers hear of elections whose lock a waiter was granted.
     pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         // The waiters send; no listener task of its own.
@@ -234,7 +239,12 @@ impl NamedLocks {
             return;
         }
         if held.0.is_none() {
-            held.0 = self.own_connection().await;
+            // A spare waiter connection first: a follower that just won
+            // kept its waiter's, and opening one (TLS, authentication)
+            // would leave the lock untaken for that long, while waiters
+            // granted it at once pause ever longer and may sleep through
+            // this tenure's first release.
+            held.0 = self.waiter_connection().await;
         }
         let Some(conn) = held.0.as_mut() else {
             drop(held);
@@ -364,6 +374,12 @@ impl NamedLocks {
                 }
                 return;
             }
+        }
+        // A wait holds a connection; with nobody in this process to wake
+        // (electors subscribe only while they lead or are the designated
+        // successor), none is started.
+        if !self.wakeups.has_subscribers() {
+            return;
         }
         if let Some(r) = rec.filter(|r| r.is_held() || r.transfer_target().is_some()) {
             self.follow(key, r.ttl, seen);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::store::sql::connection::{OnOwn, OneConnection};
 use crate::store::util::push_health::{PushHealth, PushMonitor};
 use crate::store::util::push_outage::{Backoff, PushOutage};
-use crate::store::util::wakeups::{wake_all, Sender, Wakeups};
+use crate::store::util::wakeups::{wake_all, Sender, Subscribers, Wakeups};
 use crate::store::{Changes, ElectionKey, StoreOptions};
 use sqlx::postgres::PgListener;
 
@@ -55,8 +55,14 @@ impl PushHub {
             own: self.own.clone(),
             probe_period: self.probe_period,
             monitor: Arc::clone(&self.monitor),
+            subscribers: self.wakeups.subscribers(),
         };
         self.wakeups.subscribe(|tx| listener.run(tx))
+    }
+
+    /// Whether anything in the process subscribes.
+    pub(in crate::store::sql) fn has_subscribers(&self) -> bool {
+        self.wakeups.has_subscribers()
     }
 
     pub(in crate::store::sql) fn health(&self) -> PushHealth {
@@ -108,6 +114,10 @@ struct Listener {
     own: Arc<OneConnection>,
     probe_period: Duration,
     monitor: Arc<PushMonitor>,
+    /// The listening connection is closed once nothing in the process
+    /// subscribes: electors subscribe only while they lead or are the
+    /// designated successor (`Capabilities::push_holds_a_connection`).
+    subscribers: Subscribers,
 }
 
 /// One connection's probes: PostgreSQL tells a listener nothing when its
@@ -184,13 +194,15 @@ impl Probes {
 }
 
 impl Listener {
-    /// Runs until the store (and with it the sender) is dropped.
+    /// Runs until the store (and with it the sender) is dropped, or nothing
+    /// in the process subscribes any more (seen within 5 s).
     async fn run(self, tx: Weak<Sender>) {
         let store = crate::store::redact_url(&self.url);
         let mut outage = PushOutage::new(Arc::clone(&self.monitor));
         let mut backoff = Backoff::new();
         loop {
-            if tx.strong_count() == 0 {
+            if self.subscribers.stop_if_none() {
+                self.monitor.closed();
                 return;
             }
             let failed = match PgListener::connect(&self.url).await {
@@ -224,6 +236,11 @@ impl Listener {
                 let next =
                     tokio::time::timeout_at(probes.wait_until().into(), listener.try_recv()).await;
                 let Some(t) = tx.upgrade() else { return };
+                if self.subscribers.stop_if_none() {
+                    drop(listener);
+                    self.monitor.closed();
+                    return;
+                }
                 match next {
                     Err(_) if probes.overdue() => {
                         let why = format!(

@@ -79,6 +79,11 @@ impl FileWatch {
         }
     }
 
+    /// Whether anything in the process subscribes.
+    pub(in crate::store::sql) fn has_subscribers(&self) -> bool {
+        self.wakeups.has_subscribers()
+    }
+
     pub(in crate::store::sql) fn subscribe(&self) -> Option<Changes> {
         let (path, pool) = (self.path.clone(), self.pool.clone());
         let statements = self.statements.clone();
