@@ -1,0 +1,401 @@
+//! What a fleet of idle replicas costs the store server: N `tenure run --ttl
+//! T -- sleep` processes of one election, per store and per N.
+//!
+//! For each N (`--n 10,100,200`): start the replicas, wait until one leads
+//! and two TTLs more, then for `--secs`:
+//! - connections held: TCP connections from the replicas' processes to the
+//!   server's port (`ss -tnp`), sampled every 100 ms; peak and mean;
+//! - new connections per second, counted by the server (PostgreSQL
+//!   `pg_stat_database.sessions`, MariaDB `Connections`, Redis
+//!   `total_connections_received`; server-wide);
+//! - requests per second, counted by the server (PostgreSQL transactions of
+//!   the database, MariaDB `Questions`, Redis `total_commands_processed`;
+//!   server-wide), per replica;
+//! - RSS per replica (`/proc/PID/status`);
+//!
+//! then `--handovers` graceful hand-overs (SIGTERM to the leader, a new
+//! replica in its place), 1.33 TTLs apart: from the signal until a read
+//! shows the next leader, p50 and p99. At the end: how many replicas are still alive and
+//! how many jobs run (one per leader, counted by their `sleep` children).
+//!
+//! Run: `cargo bench -p tenure-cli --bench fleet -- [--n 10,100,200]
+//! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...`
+//! (default stores: the local PostgreSQL and MariaDB). `--bin` runs another
+//! build of `tenure`, for a side-by-side comparison. Raise the open-files
+//! limit for N in the hundreds.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sqlx::{Connection, Row};
+use tenure::store::{redact_url, DynStore, ElectionKey, LeaseRecord, StoreOptions};
+
+struct Opts {
+    ns: Vec<usize>,
+    secs: u64,
+    ttl: Duration,
+    handovers: usize,
+    bin: String,
+    stores: Vec<String>,
+}
+
+fn parse() -> Opts {
+    let mut o = Opts {
+        ns: vec![10, 100, 200],
+        secs: 20,
+        ttl: Duration::from_secs(10),
+        handovers: 5,
+        bin: env!("CARGO_BIN_EXE_tenure").to_string(),
+        stores: vec![],
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--n" => {
+                o.ns = value()
+                    .split(',')
+                    .map(|n| n.parse().expect("--n: numbers, comma-separated"))
+                    .collect()
+            }
+            "--secs" => o.secs = value().parse().expect("--secs"),
+            "--ttl" => o.ttl = humantime::parse_duration(&value()).expect("--ttl"),
+            "--handovers" => o.handovers = value().parse().expect("--handovers"),
+            "--bin" => o.bin = value(),
+            "--store" => o.stores.push(value()),
+            // cargo bench passes --bench.
+            _ => {}
+        }
+    }
+    if o.stores.is_empty() {
+        o.stores = vec![
+            "postgres://postgres@127.0.0.1:5432/test".into(),
+            "mysql://root@127.0.0.1:3306/test".into(),
+        ];
+    }
+    o
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The server's port in `url`.
+fn port_of(url: &str) -> u16 {
+    let default = match url.split(':').next() {
+        Some("postgres" | "postgresql") => 5432,
+        Some("mysql" | "mariadb") => 3306,
+        Some("redis") => 6379,
+        _ => 2379,
+    };
+    url.split('@')
+        .next_back()
+        .and_then(|rest| rest.split(['/', '?']).next())
+        .and_then(|host| host.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The server's own counters: (requests, connections opened), where it
+/// tells them.
+async fn counters(url: &str) -> Option<(f64, f64)> {
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.ok()?;
+        let row = sqlx::query(
+            "SELECT (xact_commit + xact_rollback)::float8, sessions::float8 \
+             FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(&mut c)
+        .await
+        .ok()?;
+        let _ = c.close().await;
+        return Some((row.get(0), row.get(1)));
+    }
+    if url.starts_with("mysql") || url.starts_with("mariadb") {
+        let url = url.replacen("mariadb:", "mysql:", 1);
+        let mut c = sqlx::MySqlConnection::connect(&url).await.ok()?;
+        let mut get = async |name: &str| -> Option<f64> {
+            let row = sqlx::query(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
+                .fetch_one(&mut c)
+                .await
+                .ok()?;
+            row.get::<String, _>(1).parse().ok()
+        };
+        let (q, n) = (get("Questions").await?, get("Connections").await?);
+        let _ = c.close().await;
+        return Some((q, n));
+    }
+    if url.starts_with("redis") {
+        let out = Command::new("redis-cli")
+            .args(["-u", url, "INFO", "stats"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| -> Option<f64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))?
+                .trim()
+                .parse()
+                .ok()
+        };
+        return Some((
+            field("total_commands_processed")?,
+            field("total_connections_received")?,
+        ));
+    }
+    None
+}
+
+/// Established connections to `port` from each of `pids`, per `ss`.
+fn connections(port: u16, pids: &HashSet<u32>) -> usize {
+    let Ok(out) = Command::new("ss")
+        .args(["-Htnp", "state", "established"])
+        .arg(format!("( dport = :{port} )"))
+        .output()
+    else {
+        return 0;
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split("pid=")
+                .skip(1)
+                .filter_map(|p| p.split(',').next()?.parse::<u32>().ok())
+                .any(|p| pids.contains(&p))
+        })
+        .count()
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+struct Fleet<'a> {
+    o: &'a Opts,
+    url: &'a str,
+    key: ElectionKey,
+    dir: tempfile::TempDir,
+    procs: Vec<Child>,
+}
+
+impl Fleet<'_> {
+    fn spawn(&self, i: usize) -> Child {
+        let ttl = humantime::format_duration(self.o.ttl).to_string();
+        Command::new(&self.o.bin)
+            .args(["run", "--store", self.url, "--election", &self.key.election])
+            .args([
+                "--ttl",
+                &ttl,
+                "--id",
+                &format!("r{i}"),
+                "--",
+                "sleep",
+                "100000",
+            ])
+            .current_dir(self.dir.path())
+            .env("TENURE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(self.dir.path().join(format!("r{i}.log"))).expect("log file"),
+            )
+            .spawn()
+            .expect("spawn tenure")
+    }
+
+    fn pids(&self) -> HashSet<u32> {
+        self.procs.iter().map(Child::id).collect()
+    }
+
+    /// The leader's index and record once a read shows a term above `above`.
+    async fn leader(
+        &self,
+        store: &DynStore,
+        above: u64,
+        within: Duration,
+    ) -> Option<(usize, LeaseRecord)> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(r)) = store.read(&self.key).await {
+                if r.is_held() && r.term > above {
+                    let idx = r
+                        .holder
+                        .as_deref()?
+                        .strip_prefix('r')?
+                        .split('#')
+                        .next()?
+                        .parse()
+                        .ok()?;
+                    return Some((idx, r));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        None
+    }
+
+    /// Replicas alive, and `sleep` jobs running under them (a job's parent
+    /// is its replica's guard process).
+    fn alive_and_jobs(&mut self) -> (usize, usize) {
+        let pids = self.pids();
+        let parent = |pid: u32| -> Option<u32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(") ")?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        };
+        let alive = self
+            .procs
+            .iter_mut()
+            .filter_map(|c| c.try_wait().ok())
+            .filter(Option::is_none)
+            .count();
+        let jobs = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                // pid (comm) state ppid ...
+                let Some((_, rest)) = stat.rsplit_once(") ") else {
+                    return false;
+                };
+                let ppid = rest
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.parse::<u32>().ok());
+                stat.contains("(sleep)")
+                    && ppid.is_some_and(|p| {
+                        pids.contains(&p) || parent(p).is_some_and(|g| pids.contains(&g))
+                    })
+            })
+            .count();
+        (alive, jobs)
+    }
+}
+
+impl Drop for Fleet<'_> {
+    fn drop(&mut self) {
+        for c in &mut self.procs {
+            // SAFETY: kill(2) on a child this benchmark started.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        }
+        for c in &mut self.procs {
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn run(url: &str, n: usize, o: &Opts) {
+    let store = match tenure::store::connect(url, &StoreOptions::default()).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("{}: skipped ({e})", redact_url(url));
+            return;
+        }
+    };
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let mut fleet = Fleet {
+        o,
+        url,
+        key: ElectionKey::new("default", format!("fleet-{stamp}")),
+        dir: tempfile::tempdir().expect("tempdir"),
+        procs: vec![],
+    };
+    fleet.procs = (0..n).map(|i| fleet.spawn(i)).collect();
+    let Some((_, first)) = fleet.leader(&store, 0, o.ttl * 6).await else {
+        println!("{} N={n}: nobody led", redact_url(url));
+        return;
+    };
+    tokio::time::sleep(o.ttl * 2).await;
+    let port = port_of(url);
+    let pids = fleet.pids();
+    let before = counters(url).await;
+    let start = Instant::now();
+    let (mut peak, mut sum, mut samples) = (0, 0, 0);
+    while start.elapsed() < Duration::from_secs(o.secs) {
+        let c = connections(port, &pids);
+        peak = peak.max(c);
+        sum += c;
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let after = counters(url).await;
+    let rss: Vec<u64> = pids.iter().filter_map(|p| rss_kib(*p)).collect();
+    let rss_mib = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0;
+    let (requests, opened) = match (before, after) {
+        (Some(b), Some(a)) => (
+            format!("{:.3}", (a.0 - b.0) / elapsed / n as f64),
+            format!("{:.2}", (a.1 - b.1) / elapsed),
+        ),
+        _ => ("n/a".into(), "n/a".into()),
+    };
+    // Graceful hand-overs.
+    let mut took = vec![];
+    let mut term = first.term - 1;
+    for _ in 0..o.handovers {
+        let Some((idx, cur)) = fleet.leader(&store, term, o.ttl * 3).await else {
+            break;
+        };
+        // The followers see the new leader at their next read (within
+        // 1.25 TTLs) and rank themselves: hand-overs as a rolling restart
+        // spaces them. (Two in a row within a TTL still reach listeners:
+        // the two first in line listen.)
+        tokio::time::sleep(o.ttl + o.ttl / 3).await;
+        let signalled = Instant::now();
+        // SAFETY: kill(2) on a child this benchmark started.
+        unsafe { libc::kill(fleet.procs[idx].id() as i32, libc::SIGTERM) };
+        let Some((_, next)) = fleet.leader(&store, cur.term, o.ttl * 3).await else {
+            break;
+        };
+        took.push(signalled.elapsed().as_secs_f64() * 1000.0);
+        term = next.term - 1;
+        let _ = fleet.procs[idx].wait();
+        fleet.procs[idx] = fleet.spawn(idx);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (alive, jobs) = fleet.alive_and_jobs();
+    let handover = if took.is_empty() {
+        "n/a".to_string()
+    } else {
+        format!("{:.1} / {:.1}", pct(&mut took, 0.5), pct(&mut took, 0.99))
+    };
+    println!(
+        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {jobs} job(s) |",
+        redact_url(url),
+        sum as f64 / samples.max(1) as f64,
+        took.len(),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let o = parse();
+    println!(
+        "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
+        o.bin, o.ttl, o.secs, o.handovers
+    );
+    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | RSS MiB per replica | graceful hand-over p50 / p99 ms (n) | end |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for url in &o.stores {
+        for &n in &o.ns {
+            run(url, n, &o).await;
+        }
+    }
+}
