@@ -86,6 +86,9 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
         if let Some(line) = connections(&store).await {
             out!("connections: {line}");
         }
+        if let Some(line) = pooler(&store) {
+            out!("pooler: {line}");
+        }
     }
     Ok(0)
 }
@@ -103,6 +106,15 @@ async fn connections(store: &tenure::store::DynStore) -> Option<String> {
         Ok(None) => here,
         Err(e) => format!("{here}; the server's count is unavailable: {e}"),
     })
+}
+
+/// What a PostgreSQL URL declares of a pooler in between, and where
+/// `LISTEN` goes because of it; `None` without one.
+fn pooler(store: &tenure::store::DynStore) -> Option<String> {
+    store
+        .as_any()?
+        .downcast_ref::<tenure::store::sql::SqlStore>()?
+        .pooler()
 }
 
 /// The store's push channel as this process finds it, after waiting (up to

@@ -1262,3 +1262,37 @@ async fn status_says_whether_push_gets_through() {
     );
     assert!(!text(&out).contains("secret"), "{}", text(&out));
 }
+
+/// Through PgBouncer in transaction mode, `status` works and says so: no
+/// LISTEN through the pooler, unless `push_url` names a direct connection
+/// (whose password never shows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_through_a_transaction_pooler_says_where_listen_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(url) = common::store_url("pgbouncer", dir.path()).await else {
+        return;
+    };
+    let out = tenure(dir.path(), &["status", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("pooler: transaction mode"), "{said}");
+    assert!(said.contains("LISTEN is not attempted"), "{said}");
+    assert!(said.contains("push: none"), "{said}");
+    // The shared server trusts local connections: any password is accepted.
+    let direct = tenure_testsupport::servers::postgres_url().replacen(
+        "postgres://postgres@",
+        "postgres://postgres:pushs3cret@",
+        1,
+    );
+    let direct: String = url::form_urlencoded::byte_serialize(direct.as_bytes()).collect();
+    let with_push = format!("{url}&push_url={direct}");
+    let out = tenure(dir.path(), &["status", "--store", &with_push]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("LISTEN goes to postgres://postgres:***@"),
+        "{said}"
+    );
+    assert!(said.contains("push: PostgreSQL LISTEN up"), "{said}");
+    assert!(!said.contains("pushs3cret"), "{said}");
+}

@@ -334,6 +334,7 @@ handover_tests!(
     sqlite: "sqlite",
     mariadb: "mariadb",
     postgres: "postgres",
+    pgbouncer: "pgbouncer",
     redis: "redis",
     etcd: "etcd",
     zookeeper: "zookeeper",

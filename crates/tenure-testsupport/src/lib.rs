@@ -1,7 +1,8 @@
 //! Test support shared by tenure's crates (not published): the shared test
 //! servers' URLs and the rule for a missing one, and private database
 //! servers started from the installed binaries ([`servers`]), private etcd
-//! clusters ([`etcd`]), a breakable TCP proxy ([`proxy`]), a throwaway
+//! clusters ([`etcd`]), a private PgBouncer in transaction mode
+//! ([`pgbouncer`]), a breakable TCP proxy ([`proxy`]), a throwaway
 //! certificate authority for TLS tests ([`tls`]), a `metrics` recorder
 //! that reads what electors and stores count ([`metrics`]), a bare HTTP
 //! GET ([`http`]), what `/proc` says of a process ([`process`]), and, with
@@ -15,6 +16,7 @@
 pub mod etcd;
 pub mod http;
 pub mod metrics;
+pub mod pgbouncer;
 pub mod process;
 pub mod proxy;
 pub mod servers;
@@ -24,6 +26,7 @@ pub mod world;
 pub mod zookeeper;
 
 pub use etcd::{EtcdCluster, EtcdOptions};
+pub use pgbouncer::PgBouncer;
 pub use servers::{Kind, Server, ServerOptions};
 pub use tls::TestCa;
 pub use zookeeper::ZkEnsemble;

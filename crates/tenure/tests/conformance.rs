@@ -1,5 +1,6 @@
 //! Runs the conformance suite against every store: memory, SQLite, MariaDB,
-//! PostgreSQL, Redis, and (feature `etcd`) a private etcd, single node and a
+//! PostgreSQL (directly and through a private PgBouncer in transaction
+//! mode), Redis, and (feature `etcd`) a private etcd, single node and a
 //! 3-member cluster with a member killed. One test per check and store,
 //! named `<store>::<check>`: `cargo test --test conformance <check>` runs one
 //! check on every store.
@@ -180,3 +181,41 @@ async fn zk_suite(name: &'static str, n: usize) -> Option<Conformance> {
 tenure::conformance_tests!(zookeeper, zk_suite("zookeeper", 1));
 #[cfg(feature = "zookeeper")]
 tenure::conformance_tests!(zookeeper_ensemble, zk_suite("zookeeper-ensemble", 3));
+
+/// One private PgBouncer in transaction mode per test binary, in front of
+/// the shared PostgreSQL: the checks use elections of their own, and a
+/// table prefix of their own, created through the pooler.
+fn pgbouncer_url() -> Option<String> {
+    use tenure_testsupport::PgBouncer;
+    static ONE: OnceLock<Option<PgBouncer>> = OnceLock::new();
+    ONE.get_or_init(|| PgBouncer::start_or_skip(&servers::postgres_url(), 10))
+        .as_ref()
+        .map(PgBouncer::url)
+}
+
+tenure::conformance_tests!(pgbouncer, async {
+    let url = tokio::task::spawn_blocking(pgbouncer_url)
+        .await
+        .expect("start PgBouncer")?;
+    server(
+        "pgbouncer",
+        url,
+        StoreOptions::default().with_table_prefix("bouncer_"),
+    )
+    .await
+});
+
+// The same PgBouncer, with `LISTEN` on a direct connection (`push_url`).
+tenure::conformance_tests!(pgbouncer_push, async {
+    let url = tokio::task::spawn_blocking(pgbouncer_url)
+        .await
+        .expect("start PgBouncer")?;
+    let direct: String =
+        url::form_urlencoded::byte_serialize(servers::postgres_url().as_bytes()).collect();
+    server(
+        "pgbouncer-push",
+        format!("{url}&push_url={direct}"),
+        StoreOptions::default().with_table_prefix("bouncer_"),
+    )
+    .await
+});

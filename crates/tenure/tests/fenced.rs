@@ -20,7 +20,14 @@ fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_work_commits_only_under_the_lease_and_blocks_takeover() {
     let dir = tempfile::tempdir().unwrap();
-    for url in servers::sql_urls(dir.path()).await {
+    let mut urls = servers::sql_urls(dir.path()).await;
+    // PostgreSQL through a pooler in transaction mode as well.
+    let bouncer = urls
+        .contains(&servers::postgres_url())
+        .then(|| tenure_testsupport::PgBouncer::start_or_skip(&servers::postgres_url(), 4))
+        .flatten();
+    urls.extend(bouncer.as_ref().map(|b| b.url()));
+    for url in urls {
         let a = SqlStore::connect(&url, &StoreOptions::default())
             .await
             .unwrap();
@@ -295,4 +302,82 @@ async fn closure_fencing_from_a_connected_store_refuses_a_paused_leader() {
     let r = l.fenced(&memory, async |_tx| Ok(())).await;
     assert!(matches!(r, Err(tenure::Error::Unsupported { .. })), "{r:?}");
     e.shutdown().await.unwrap();
+}
+
+/// Through PgBouncer in transaction mode, statements with parameters (which
+/// sqlx prepares by name unless told otherwise) work in fenced
+/// transactions one after another: no name is used on a server connection
+/// that did not prepare it, nor collides with another client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_statements_with_parameters_through_a_transaction_pooler() {
+    let Some(postgres) =
+        servers::connect_or_skip(&servers::postgres_url(), &StoreOptions::default()).await
+    else {
+        return;
+    };
+    drop(postgres);
+    let Some(bouncer) = tenure_testsupport::PgBouncer::start_or_skip(&servers::postgres_url(), 2)
+    else {
+        return;
+    };
+    let stores = [
+        SqlStore::connect(&bouncer.url(), &StoreOptions::default())
+            .await
+            .unwrap(),
+        SqlStore::connect(&bouncer.url(), &StoreOptions::default())
+            .await
+            .unwrap(),
+    ];
+    let key = ElectionKey::new(format!("fenced-{}", rand_suffix()), "pooled");
+    let Acquire::Acquired(rec) = stores[0]
+        .try_acquire(&claim(&key, "a#1", Duration::from_secs(30)))
+        .await
+        .unwrap()
+    else {
+        panic!("a acquires");
+    };
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "a#1".into(),
+        term: rec.term,
+    };
+    let table = format!("fenced_pooled_{}", rand_suffix());
+    stores[0]
+        .fenced(&tenure, async |tx| {
+            tx.connection()
+                .execute(format!("CREATE TABLE {table} (n BIGINT NOT NULL)").as_str())
+                .await?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    // Both stores' pools take turns on the pooler's two server connections.
+    for n in 0..20_i64 {
+        let store = &stores[(n % 2) as usize];
+        store
+            .fenced(&tenure, async |tx| {
+                sqlx::query(&format!("INSERT INTO {table} (n) VALUES ($1)"))
+                    .bind(n)
+                    .execute(tx.connection())
+                    .await?;
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| panic!("fenced insert {n}: {e}\n{}", bouncer.log_tail()));
+    }
+    let count: i64 = stores[1]
+        .fenced(&tenure, async |tx| {
+            let row = sqlx::query(&format!("SELECT COUNT(*) FROM {table} WHERE n >= $1"))
+                .bind(0_i64)
+                .fetch_one(tx.connection())
+                .await?;
+            let count: i64 = sqlx::Row::try_get(&row, 0)?;
+            tx.connection()
+                .execute(format!("DROP TABLE {table}").as_str())
+                .await?;
+            Ok(count)
+        })
+        .await
+        .unwrap();
+    assert_eq!(count, 20);
 }

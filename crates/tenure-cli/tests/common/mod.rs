@@ -216,9 +216,25 @@ fn zk() -> Option<&'static tenure_testsupport::ZkEnsemble> {
     .as_ref()
 }
 
-/// The URL of `store` (sqlite, mariadb, postgres, redis, etcd, zookeeper)
-/// to test on: a file in `dir`, the shared servers, or a private etcd or
-/// ZooKeeper for this test binary. `None`, with the reason printed, where
+/// A private PgBouncer in transaction mode in front of the shared
+/// PostgreSQL, one per test binary.
+pub fn pgbouncer() -> Option<&'static tenure_testsupport::PgBouncer> {
+    static BOUNCER: std::sync::OnceLock<Option<tenure_testsupport::PgBouncer>> =
+        std::sync::OnceLock::new();
+    BOUNCER
+        .get_or_init(|| {
+            tenure_testsupport::PgBouncer::start_or_skip(
+                &tenure_testsupport::servers::postgres_url(),
+                10,
+            )
+        })
+        .as_ref()
+}
+
+/// The URL of `store` (sqlite, mariadb, postgres, pgbouncer, redis, etcd,
+/// zookeeper) to test on: a file in `dir`, the shared servers, PostgreSQL
+/// through a private PgBouncer, or a private etcd or ZooKeeper for this
+/// test binary. `None`, with the reason printed, where
 /// the server is missing and CI does not require it.
 pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
     use tenure_testsupport::servers;
@@ -226,6 +242,7 @@ pub async fn store_url(store: &str, dir: &Path) -> Option<String> {
         "sqlite" => format!("sqlite://{}", dir.join("tenure.db").display()),
         "mariadb" => servers::mysql_url(),
         "postgres" => servers::postgres_url(),
+        "pgbouncer" => pgbouncer()?.url(),
         "redis" => servers::redis_url(),
         "etcd" => etcd()?.url(),
         "zookeeper" => zk()?.url(),

@@ -57,7 +57,9 @@ impl SqlStore {
                             after.close_history_now(conn, &tenure, reason).await;
                         }
                     }
-                    lent.keep();
+                    if let Err(e) = lent.keep().await {
+                        tracing::debug!("recording history failed: {e}");
+                    }
                 }
             });
             tx

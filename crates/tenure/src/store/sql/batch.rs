@@ -183,7 +183,7 @@ impl Batcher {
         self.count_statement();
         if self.dialect.has_update_returning() {
             let rows = q.fetch_all(lent.conn()).await;
-            match lent.keep_if_ok(rows) {
+            match lent.keep_if_ok(rows).await {
                 Ok(rows) => Self::answer(pending, &rows),
                 Err(e) => self.fail(pending, e),
             }
@@ -194,7 +194,9 @@ impl Batcher {
         // elections the later ones would pass their deadlines together).
         match q.execute(lent.conn()).await {
             Ok(done) if done.rows_affected() as usize == pending.len() => {
-                lent.keep();
+                if let Err(e) = lent.keep().await {
+                    return self.fail(pending, e);
+                }
                 for p in pending {
                     let _ = p.reply.send(Ok(true));
                 }
@@ -206,7 +208,7 @@ impl Batcher {
                 let rows = Self::bind_tenures(sqlx::query(&read), &pending)
                     .fetch_all(lent.conn())
                     .await;
-                match lent.keep_if_ok(rows) {
+                match lent.keep_if_ok(rows).await {
                     Ok(rows) => Self::answer(pending, &rows),
                     Err(e) => self.fail(pending, e),
                 }

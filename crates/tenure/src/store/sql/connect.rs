@@ -11,6 +11,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::ConnectOptions;
 
 use super::dialect::Dialect;
+use super::postgres::pooler::Pooler;
 use super::statements::Statements;
 #[cfg(feature = "tls")]
 use super::tls;
@@ -60,8 +61,9 @@ impl SqlStore {
     /// cause (refused, unknown host, bad password) that the user needs to see.
     async fn probe(&self, url: &str, timeout: Duration) -> Result<()> {
         use sqlx::Connection;
-        let (_, driver_url) = parse_url(url)?;
+        let (_, driver_url, pooler) = parse_url(url)?;
         let dialect = self.dialect;
+        let push_url = pooler.push_url;
         // The server's "full" is asked again until shortly before the
         // timeout, and then reported in its words.
         let until = tokio::time::Instant::now() + timeout.mul_f64(0.8);
@@ -70,13 +72,16 @@ impl SqlStore {
             if dialect == Dialect::Sqlite {
                 super::sqlite::probe(&mut conn).await?;
             }
-            Ok::<_, sqlx::Error>(conn)
+            let _ = conn.close().await;
+            // LISTEN's own URL: a mistake there shows now, not as a
+            // push channel that never opens.
+            if let Some(push_url) = &push_url {
+                connect_when_room(push_url, until).await?.close().await?;
+            }
+            Ok::<_, sqlx::Error>(())
         };
         match tokio::time::timeout(timeout, probe).await {
-            Ok(Ok(conn)) => {
-                let _ = conn.close().await;
-                Ok(())
-            }
+            Ok(Ok(())) => Ok(()),
             // Another kind of server on that port answers the handshake with
             // something the driver cannot read.
             Ok(Err(e @ sqlx::Error::Protocol(_))) => Err(Error::Protocol { source: None,
@@ -108,12 +113,19 @@ impl SqlStore {
     pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self> {
         validate_table_prefix(&options.table_prefix)?;
         crate::store::check_url(url)?;
-        let (dialect, driver_url) = parse_url(url)?;
+        let (dialect, driver_url, pooler) = parse_url(url)?;
         install_drivers();
         let described = redact_url(url);
         #[cfg(feature = "tls")]
         if let Some(params) = tls::TlsParams::parse(url) {
             params.check(&described)?;
+        }
+        if let Some(push_url) = &pooler.push_url {
+            crate::store::check_url(push_url)?;
+            #[cfg(feature = "tls")]
+            if let Some(params) = tls::TlsParams::parse(push_url) {
+                params.check(&redact_url(push_url))?;
+            }
         }
         let pool = pool_options(dialect, options);
         let bad_url = |e: sqlx::Error| Error::InvalidUrl {
@@ -127,17 +139,36 @@ impl SqlStore {
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
+        Self::with_pool(pool, url, &driver_url, pooler, options)
+    }
+
+    /// The store on `pool`, whose connections go to `url` (`driver_url`
+    /// as the driver reads it).
+    fn with_pool(
+        pool: sqlx::AnyPool,
+        url: &str,
+        driver_url: &str,
+        pooler: Pooler,
+        options: &StoreOptions,
+    ) -> Result<Self> {
+        let (dialect, _, _) = parse_url(url)?;
+        let described = redact_url(url);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
-        let own = std::sync::Arc::new(super::connection::OneConnection::new(pool.clone()));
+        let mut own = super::connection::OneConnection::new(pool.clone());
+        if pooler.transaction_mode {
+            own = own.in_transactions();
+        }
+        let own = std::sync::Arc::new(own);
         let wake = super::wake::Wake::new(super::wake::Parts {
             dialect,
             url,
-            driver_url: &driver_url,
+            driver_url,
             described: &described,
             pool: &pool,
             own: &own,
             statements: &statements,
             options,
+            pooler: &pooler,
         })?;
         let wake = std::sync::Arc::new(wake);
         let subscribed = std::sync::Arc::downgrade(&wake);
@@ -167,6 +198,7 @@ impl SqlStore {
             statements: statements.clone(),
             prefix: options.table_prefix.clone(),
             described,
+            pooler,
         })
     }
 }
@@ -229,8 +261,10 @@ fn with_application_name(rest: &str) -> String {
     format!("postgres:{rest}{sep}application_name={APPLICATION_NAME}")
 }
 
-/// The dialect a URL names, and the URL to give the sqlx driver.
-fn parse_url(url: &str) -> Result<(Dialect, String)> {
+/// The dialect a URL names, the URL to give the sqlx driver, and the
+/// pooler in between (PostgreSQL's `pooler` and `push_url`, taken out of
+/// the driver's URL; each URL names the application).
+fn parse_url(url: &str) -> Result<(Dialect, String, Pooler)> {
     let bad = |reason: &str| Error::InvalidUrl {
         url: redact_url(url),
         reason: reason.to_string(),
@@ -258,11 +292,25 @@ fn parse_url(url: &str) -> Result<(Dialect, String)> {
             } else {
                 format!("{url}{sep}mode=rwc")
             };
-            Ok((Dialect::Sqlite, driver_url))
+            Ok((Dialect::Sqlite, driver_url, Pooler::default()))
         }
-        "mysql" => Ok((Dialect::MySql, url.to_string())),
-        "mariadb" => Ok((Dialect::MySql, format!("mysql:{rest}"))),
-        "postgres" | "postgresql" => Ok((Dialect::Postgres, with_application_name(rest))),
+        "mysql" => Ok((Dialect::MySql, url.to_string(), Pooler::default())),
+        "mariadb" => Ok((Dialect::MySql, format!("mysql:{rest}"), Pooler::default())),
+        "postgres" | "postgresql" => {
+            let (driver, mut pooler) = super::postgres::pooler::take(url)?;
+            let named = |url: &str| {
+                let rest = url.split_once(':').map_or("", |(_, rest)| rest);
+                with_application_name(rest)
+            };
+            pooler.push_url = pooler.push_url.as_deref().map(named);
+            let mut driver = named(&driver);
+            if pooler.transaction_mode && !driver.contains("statement-cache-capacity=") {
+                // A cached statement would be used in a later transaction,
+                // on a server connection that never prepared it.
+                driver.push_str("&statement-cache-capacity=0");
+            }
+            Ok((Dialect::Postgres, driver, pooler))
+        }
         _ => Err(bad(
             "not a SQL scheme (sqlite, mysql, mariadb, postgres, postgresql)",
         )),

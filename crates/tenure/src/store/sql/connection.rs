@@ -58,6 +58,9 @@ type Subscribed = Box<dyn Fn() -> bool + Send + Sync>;
 #[derive(Debug)]
 pub(super) struct OneConnection {
     pool: AnyPool,
+    /// Whether each lend runs in a transaction of its own (see
+    /// [`OneConnection::in_transactions`]).
+    in_transactions: bool,
     slot: Arc<tokio::sync::Mutex<Slot>>,
     shared: Arc<Shared>,
 }
@@ -97,6 +100,9 @@ struct Slot {
 /// dropped instead (after an error or a cancellation), it is closed.
 pub(super) struct Lent {
     slot: OwnedMutexGuard<Slot>,
+    /// A transaction is open on the connection, to be committed by
+    /// [`Lent::keep`].
+    in_transaction: bool,
     shared: Arc<Shared>,
     weak_slot: Weak<tokio::sync::Mutex<Slot>>,
     kept: bool,
@@ -106,9 +112,26 @@ impl OneConnection {
     pub(super) fn new(pool: AnyPool) -> Self {
         Self {
             pool,
+            in_transactions: false,
             slot: Arc::default(),
             shared: Arc::default(),
         }
+    }
+
+    /// Each lend runs in a transaction of its own, committed by
+    /// [`Lent::keep`], which drops every prepared statement on the server
+    /// connection at its start and before its commit. For a pooler that
+    /// hands a server connection to a client for one transaction only
+    /// (PgBouncer's transaction mode): sqlx prepares a statement and
+    /// executes it in two protocol exchanges, which outside a transaction
+    /// may reach two different server connections, and a prepared
+    /// statement left on a server connection would collide with the names
+    /// the next client gives its own. (The driver URL turns sqlx's
+    /// statement cache off there, so no statement is used past its
+    /// transaction: `postgres/pooler.rs`.)
+    pub(super) fn in_transactions(mut self) -> Self {
+        self.in_transactions = true;
+        self
     }
 
     /// The connection, once the statements before have finished with it;
@@ -117,6 +140,20 @@ impl OneConnection {
     /// clients", MySQL's "Too many connections"), the error is the
     /// server's own words rather than the pool's "timed out".
     pub(super) async fn lend(&self) -> Result<Lent, sqlx::Error> {
+        self.lend_in(true).await
+    }
+
+    /// The connection for statements without parameters, which sqlx sends
+    /// whole in one exchange (the simple protocol): a pooler in
+    /// transaction mode keeps each on one server connection, so they run
+    /// without a transaction around them, where a statement that fails on
+    /// purpose (a probe for a table that may not exist) cannot abort the
+    /// ones after it.
+    pub(super) async fn lend_for_simple_statements(&self) -> Result<Lent, sqlx::Error> {
+        self.lend_in(false).await
+    }
+
+    async fn lend_in(&self, transaction: bool) -> Result<Lent, sqlx::Error> {
         let mut slot = self.slot.clone().lock_owned().await;
         if slot.conn.is_none() {
             let conn = match self.pool.acquire().await {
@@ -130,12 +167,21 @@ impl OneConnection {
             self.shared.open.store(true, Ordering::Relaxed);
             self.shared.opened.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(Lent {
+        let mut lent = Lent {
             slot,
+            in_transaction: false,
             shared: self.shared.clone(),
             weak_slot: Arc::downgrade(&self.slot),
             kept: false,
-        })
+        };
+        if self.in_transactions && transaction {
+            // Dropped on an error: the connection closes with it.
+            // What another client left prepared on the server connection
+            // this transaction got could collide with the names sqlx gives.
+            simple(lent.conn(), "BEGIN; DEALLOCATE ALL").await?;
+            lent.in_transaction = true;
+        }
+        Ok(lent)
     }
 
     /// This process now holds a lease of `key`: keep the connection open.
@@ -199,18 +245,29 @@ impl Lent {
         }
     }
 
-    /// The statements went through: keep the connection for the next one.
-    pub(super) fn keep(mut self) {
+    /// The statements went through: commits them where each lend is a
+    /// transaction, and keeps the connection for the next one. An error
+    /// means they may not have taken effect (and the connection is closed).
+    pub(super) async fn keep(mut self) -> Result<(), sqlx::Error> {
+        if self.in_transaction {
+            // What this transaction prepared would stay on a server
+            // connection the pooler may give another client next.
+            simple(self.conn(), "DEALLOCATE ALL; COMMIT").await?;
+            self.in_transaction = false;
+        }
         self.kept = true;
+        Ok(())
     }
 
-    /// `result`, keeping the connection if it is `Ok`; otherwise it is
-    /// closed.
-    pub(super) fn keep_if_ok<T, E>(self, result: Result<T, E>) -> Result<T, E> {
-        if result.is_ok() {
-            self.keep();
-        }
-        result
+    /// `result`, keeping the connection if it is `Ok` (and committing, see
+    /// [`Lent::keep`]: a failed commit is the error); otherwise it is closed.
+    pub(super) async fn keep_if_ok<T>(
+        self,
+        result: Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        let value = result?;
+        self.keep().await?;
+        Ok(value)
     }
 }
 
@@ -293,6 +350,12 @@ pub(super) async fn refusal(pool: &AnyPool) -> Option<sqlx::Error> {
     }
 }
 
+/// Sends `sql` by the simple protocol (no parameters, one exchange).
+async fn simple(conn: &mut AnyConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+    use sqlx::Executor as _;
+    conn.execute(sql).await.map(drop)
+}
+
 /// A statement run on the store's connection ([`OneConnection`]), kept
 /// for the next statement if it went through.
 pub(super) trait OnOwn<'q> {
@@ -308,18 +371,18 @@ impl<'q> OnOwn<'q> for super::statements::Query<'q> {
     async fn fetch_all_on(self, own: &OneConnection) -> Result<Vec<AnyRow>, sqlx::Error> {
         let mut lent = own.lend().await?;
         let rows = self.fetch_all(lent.conn()).await;
-        lent.keep_if_ok(rows)
+        lent.keep_if_ok(rows).await
     }
 
     async fn fetch_optional_on(self, own: &OneConnection) -> Result<Option<AnyRow>, sqlx::Error> {
         let mut lent = own.lend().await?;
         let row = self.fetch_optional(lent.conn()).await;
-        lent.keep_if_ok(row)
+        lent.keep_if_ok(row).await
     }
 
     async fn execute_on(self, own: &OneConnection) -> Result<AnyQueryResult, sqlx::Error> {
         let mut lent = own.lend().await?;
         let done = self.execute(lent.conn()).await;
-        lent.keep_if_ok(done)
+        lent.keep_if_ok(done).await
     }
 }

@@ -26,7 +26,10 @@ use crate::store::Tenure;
 ///
 /// Statements go through sqlx's `Any` driver: write SQL every database you
 /// deploy on accepts (or branch on [`SqlStore::backend`]), with `?` or `$1`
-/// placeholders as the database wants them.
+/// placeholders as the database wants them. Through a pooler in
+/// transaction mode (`pooler=transaction`), sqlx's statement cache is off
+/// and the transaction drops the statements prepared on its server
+/// connection, so statements work as sqlx sends them by default.
 ///
 /// ```no_run
 /// # async fn demo(store: &tenure::store::sql::SqlStore, tenure: &tenure::store::Tenure) -> tenure::Result<()> {
@@ -42,6 +45,11 @@ pub struct FencedTransaction {
     conn: PoolConnection<Any>,
     finished: bool,
     store: String,
+    /// Through a pooler in transaction mode, every prepared statement on
+    /// the server connection is dropped when the transaction begins and
+    /// before it commits: the server connection serves another client
+    /// next.
+    forget_prepared: bool,
 }
 
 pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTransaction> {
@@ -54,11 +62,20 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         conn,
         finished: false,
         store: store.described.clone(),
+        forget_prepared: store.pooler.transaction_mode,
     };
     tx.conn
         .execute(store.dialect.begin_write())
         .await
         .map_err(|e| store.wrap(e))?;
+    if tx.forget_prepared {
+        // What another client left prepared on this server connection
+        // could collide with the names sqlx gives.
+        tx.conn
+            .execute("DEALLOCATE ALL")
+            .await
+            .map_err(|e| store.wrap(e))?;
+    }
     let held = bind_tenure(
         sqlx::query(&sent(store.dialect, &store.statements.fence)),
         tenure,
@@ -135,7 +152,13 @@ impl FencedTransaction {
     }
 
     async fn finish(&mut self, stmt: &str) -> Result<()> {
-        let result = self.conn.execute(stmt).await;
+        let result = async {
+            if self.forget_prepared && stmt == "COMMIT" {
+                self.conn.execute("DEALLOCATE ALL").await?;
+            }
+            self.conn.execute(stmt).await
+        }
+        .await;
         // On failure the transaction state is unknown: Drop closes the connection.
         self.finished = result.is_ok();
         result.map(|_| ()).map_err(|e| Error::Unavailable {

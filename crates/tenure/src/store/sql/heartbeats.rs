@@ -53,6 +53,7 @@ impl MembersTable {
         let mut lent = self.own.lend().await.map_err(explain)?;
         let done = query.execute(lent.conn()).await;
         lent.keep_if_ok(done)
+            .await
             .map(|done| done.rows_affected())
             .map_err(explain)
     }

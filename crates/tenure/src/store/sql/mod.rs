@@ -111,6 +111,8 @@ pub struct SqlStore {
     reaps: Arc<crate::store::util::gather::Batched<reaps::Reaps>>,
     history_retention: u64,
     after_queue: OnceLock<UnboundedSender<Queued>>,
+    /// A pooler between this store and PostgreSQL, as the URL declares it.
+    pooler: postgres::pooler::Pooler,
 }
 
 impl Drop for SqlStore {
@@ -130,7 +132,7 @@ impl SqlStore {
             Dialect::MySql => {
                 let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
                 let server = schema::server_kind(lent.conn(), self.dialect).await;
-                lent.keep_if_ok(server).map_err(|e| self.wrap(e))?
+                lent.keep_if_ok(server).await.map_err(|e| self.wrap(e))?
             }
             _ => dialect::ServerKind::Other,
         };
@@ -143,7 +145,13 @@ impl SqlStore {
     }
 
     async fn prepare_schema(&self, create: bool) -> Result<()> {
-        let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
+        // Statements that fail on purpose (a table that does not exist
+        // yet) would abort a transaction: none here.
+        let mut lent = self
+            .own
+            .lend_for_simple_statements()
+            .await
+            .map_err(|e| self.wrap(e))?;
         let prepared = schema::prepare(
             lent.conn(),
             self.dialect,
@@ -152,7 +160,7 @@ impl SqlStore {
             &self.described,
         )
         .await;
-        lent.keep_if_ok(prepared)
+        self.kept(lent, prepared).await
     }
 
     /// How many connections to the database this store holds open now:
@@ -176,9 +184,27 @@ impl SqlStore {
 
     /// How many times this store opened the connection its own statements
     /// share: once while it stays kept (leading, subscribed); otherwise
-    /// once per read, or series of statements less than 250 ms apart.
+    /// once per read, or series of statements less than 50 ms apart.
     pub fn connections_opened(&self) -> u64 {
         self.own.opened()
+    }
+
+    /// What this store's URL declares of a connection pooler between it
+    /// and PostgreSQL (`pooler=transaction`, `push_url=`), and where
+    /// `LISTEN` goes because of it; `None` without one. For `tenure status`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> tenure::Result<()> {
+    /// use tenure::store::{sql::SqlStore, StoreOptions};
+    /// let url = "postgres://app@pgbouncer:6432/app?pooler=transaction";
+    /// let store = SqlStore::connect(url, &StoreOptions::default()).await?;
+    /// if let Some(pooler) = store.pooler() {
+    ///     println!("pooler: {pooler}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn pooler(&self) -> Option<String> {
+        self.pooler.describe()
     }
 
     /// How many connections the server counts as tenure's, where it can
@@ -230,5 +256,14 @@ impl SqlStore {
 
     fn wrap(&self, e: sqlx::Error) -> Error {
         map_err(&self.described, &self.prefix, e)
+    }
+
+    /// `result`, keeping the lent connection if it is `Ok` (and
+    /// committing, where each lend is a transaction: a failed commit is
+    /// the error); otherwise the connection is closed.
+    async fn kept<T>(&self, lent: connection::Lent, result: Result<T>) -> Result<T> {
+        let value = result?;
+        lent.keep().await.map_err(|e| self.wrap(e))?;
+        Ok(value)
     }
 }

@@ -152,7 +152,7 @@ impl SqlStore {
             row.as_ref().map(decode_run).transpose()
         }
         .await;
-        lent.keep_if_ok(written)
+        lent.keep_if_ok(written).await
     }
 
     /// Deletes the election's expired records. Best effort: the write that

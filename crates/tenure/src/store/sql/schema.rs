@@ -68,7 +68,7 @@ async fn read_version(
     let sql = dialect.plain(format!(
         "SELECT version FROM {prefix}schema WHERE component = 'tenure'"
     ));
-    let row = sqlx::query(&sql).fetch_optional(&mut *conn).await?;
+    let row = conn.fetch_optional(sql.as_str()).await?;
     row.map(|r| r.try_get::<i64, _>(0)).transpose()
 }
 
@@ -139,9 +139,7 @@ pub(crate) async fn prepare(
             )];
             probes.extend(table_probes(prefix).into_iter().skip(1));
             for (table, probe) in probes {
-                if let Err(e) = sqlx::query(&dialect.plain(probe))
-                    .fetch_optional(&mut *conn)
-                    .await
+                if let Err(e) = conn.fetch_optional(dialect.plain(probe).as_str()).await
                 {
                     if !is_missing_table(&e) {
                         return Err(map_table_err(store, prefix, table, e));
@@ -199,8 +197,7 @@ async fn check_tables(
     store: &str,
 ) -> Result<()> {
     for (table, probe) in table_probes(prefix) {
-        sqlx::query(&dialect.plain(probe))
-            .fetch_optional(&mut *conn)
+        conn.fetch_optional(dialect.plain(probe).as_str())
             .await
             .map_err(|e| map_table_err(store, prefix, table, e))?;
     }

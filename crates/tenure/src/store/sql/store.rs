@@ -81,19 +81,19 @@ impl SqlStore {
             .bind(identity_of(&claim.holder));
         if self.dialect.has_update_returning() {
             let row = q.fetch_optional(lent.conn()).await;
-            return lent.keep_if_ok(self.record(row));
+            return self.kept(lent, self.record(row)).await;
         }
         let done = q.execute(lent.conn()).await.map_err(|e| self.wrap(e))?;
         if done.rows_affected() == 0 {
-            lent.keep();
+            self.kept(lent, Ok(())).await?;
             return Ok(None);
         }
         // No RETURNING on MySQL: read our row back. Only this process writes this
         // holder id, so if the row names us, its term is the one we just took; if
         // it already names someone else, our lease expired in between and we
         // report that we do not hold it.
-        let rec = self.read_with(lent.conn(), &claim.key).await?;
-        lent.keep();
+        let rec = self.read_with(lent.conn(), &claim.key).await;
+        let rec = self.kept(lent, rec).await?;
         Ok(rec.filter(|r| r.holder.as_deref() == Some(claim.holder.as_str())))
     }
 
@@ -196,7 +196,7 @@ impl SqlStore {
         .execute(lent.conn())
         .await
         .map_err(|e| self.wrap(e))?;
-        lent.keep();
+        self.kept(lent, Ok(())).await?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -213,7 +213,7 @@ impl LeaseStore for SqlStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            push: true,
+            push: self.wake.pushes(),
             push_acquisitions: self.wake.pushes_acquisitions(),
             fenced_transactions: true,
             batch_renew: true,
@@ -291,7 +291,7 @@ impl LeaseStore for SqlStore {
             )
             .execute(lent.conn())
             .await?;
-            lent.keep();
+            lent.keep().await?;
             Ok::<_, sqlx::Error>(done)
         }
         .await
@@ -332,7 +332,7 @@ impl LeaseStore for SqlStore {
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let rec = self.read_with(lent.conn(), key).await?;
-        lent.keep();
+        self.kept(lent, Ok(())).await?;
         self.wake.seen(key, rec.as_ref());
         Ok(rec)
     }
@@ -386,7 +386,7 @@ impl Membership for SqlStore {
                 .bind(member.key.election.as_str())
                 .fetch_optional(lent.conn())
                 .await;
-            return lent.keep_if_ok(self.record(row));
+            return self.kept(lent, self.record(row)).await;
         }
         #[cfg(feature = "mysql")]
         match self.mariadb_heartbeat_and_read(member, ttl).await {
@@ -424,7 +424,7 @@ impl Membership for SqlStore {
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
         let members = self.members_with(lent.conn(), key).await;
-        lent.keep_if_ok(members)
+        self.kept(lent, members).await
     }
 
     async fn read_with_members(
@@ -438,7 +438,7 @@ impl Membership for SqlStore {
         let rec = self.read_with(lent.conn(), key).await?;
         self.wake.seen(key, rec.as_ref());
         let members = self.members_with(lent.conn(), key).await;
-        let members = lent.keep_if_ok(members).ok();
+        let members = self.kept(lent, members).await.ok();
         Ok((rec, members))
     }
 

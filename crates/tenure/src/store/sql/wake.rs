@@ -40,6 +40,11 @@ pub(super) enum Wake {
     /// PostgreSQL: one LISTEN connection per store.
     #[cfg(feature = "postgres")]
     Listen(Arc<super::postgres::PushHub>),
+    /// Nothing pushes: PostgreSQL through a pooler in transaction mode
+    /// without a direct URL for `LISTEN` (`postgres/pooler.rs`). Followers
+    /// read when the lease they saw would expire.
+    #[cfg(feature = "postgres")]
+    Unpushed,
 }
 
 /// What [`Wake::new`] needs of the store it is part of.
@@ -52,6 +57,7 @@ pub(super) struct Parts<'a> {
     pub(super) own: &'a Arc<super::connection::OneConnection>,
     pub(super) statements: &'a Arc<Statements>,
     pub(super) options: &'a StoreOptions,
+    pub(super) pooler: &'a super::postgres::pooler::Pooler,
 }
 
 impl Wake {
@@ -68,6 +74,7 @@ impl Wake {
             own,
             statements,
             options,
+            pooler,
         } = parts;
         match dialect {
             #[cfg(feature = "sqlite")]
@@ -85,8 +92,13 @@ impl Wake {
                 returning: Default::default(),
             }),
             #[cfg(feature = "postgres")]
+            Dialect::Postgres if !pooler.listens() => Ok(Wake::Unpushed),
+            #[cfg(feature = "postgres")]
             Dialect::Postgres => Ok(Wake::Listen(Arc::new(super::postgres::PushHub::new(
-                driver_url.to_string(),
+                pooler
+                    .push_url
+                    .clone()
+                    .unwrap_or_else(|| driver_url.to_string()),
                 &options.table_prefix,
                 own.clone(),
                 options.push_probe_period,
@@ -199,6 +211,8 @@ impl Wake {
             Wake::NamedLocks { locks, .. } => locks.subscribe(),
             #[cfg(feature = "postgres")]
             Wake::Listen(hub) => hub.subscribe(),
+            #[cfg(feature = "postgres")]
+            Wake::Unpushed => None,
         }
     }
 
@@ -211,6 +225,15 @@ impl Wake {
         }
         let _ = key;
         None
+    }
+
+    /// Whether anything is pushed at all.
+    pub(super) fn pushes(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        if matches!(self, Wake::Unpushed) {
+            return false;
+        }
+        true
     }
 
     /// Whether acquisitions reach subscribers without a watch of their own.
@@ -236,6 +259,8 @@ impl Wake {
             },
             #[cfg(feature = "postgres")]
             Wake::Listen(hub) => hub.health(),
+            #[cfg(feature = "postgres")]
+            Wake::Unpushed => PushHealth::NotOffered,
         }
     }
 
@@ -245,6 +270,8 @@ impl Wake {
         match self {
             #[cfg(feature = "sqlite")]
             Wake::FileWatch(_) => false,
+            #[cfg(feature = "postgres")]
+            Wake::Unpushed => false,
             #[allow(unreachable_patterns)]
             _ => true,
         }
@@ -259,6 +286,8 @@ impl Wake {
             Wake::NamedLocks { locks, .. } => locks.has_subscribers(),
             #[cfg(feature = "postgres")]
             Wake::Listen(hub) => hub.has_subscribers(),
+            #[cfg(feature = "postgres")]
+            Wake::Unpushed => false,
         }
     }
 
@@ -271,6 +300,8 @@ impl Wake {
             Wake::NamedLocks { locks, .. } => locks.connections_held(),
             #[cfg(feature = "postgres")]
             Wake::Listen(hub) => usize::from(matches!(hub.health(), PushHealth::Up { .. })),
+            #[cfg(feature = "postgres")]
+            Wake::Unpushed => 0,
         }
     }
 

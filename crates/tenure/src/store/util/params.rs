@@ -49,6 +49,10 @@ const POSTGRES: &[Param] = &[
     secret("password"),
     p("application_name"),
     p("options"),
+    // tenure's own (`sql/postgres/pooler.rs`), taken out before the driver
+    // sees the URL.
+    p("pooler"),
+    secret("push_url"),
     secret("sslpassword"),
     secret("ssl-password"),
 ];

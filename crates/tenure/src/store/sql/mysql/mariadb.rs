@@ -142,7 +142,8 @@ impl SqlStore {
             .as_ref()
             .map_or_else(|e| locked(e) || refused(e), |_| true)
         {
-            lent.keep();
+            // MySQL runs no lend in a transaction: nothing to commit.
+            let _ = lent.keep().await;
         }
         match packed {
             Ok(packed) => match decode_packed_record(packed.as_deref()) {

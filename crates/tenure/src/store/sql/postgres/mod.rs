@@ -10,11 +10,13 @@
 // |---|---|
 // | `dialect.rs` | how PostgreSQL spells the statements |
 // | `push.rs` | one LISTEN connection per store, and its health |
+// | `pooler.rs` | the URL's `pooler` and `push_url`: a pooler in transaction mode |
 //
 // The spelling is plain text and compiles in every build; the listener only
 // with the `postgres` feature.
 
 mod dialect;
+pub(super) mod pooler;
 #[cfg(feature = "postgres")]
 mod push;
 
