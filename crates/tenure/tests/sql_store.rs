@@ -666,3 +666,63 @@ fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {
         term: rec.term,
     }
 }
+
+/// A store built on the application's pool takes one connection from it
+/// for its own statements; with every connection the pool can give held by
+/// the application, the leader still renews within its deadline (it keeps
+/// its connection for the tenure) and releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_on_the_applications_pool_keeps_leading_when_the_pool_is_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in servers::sql_urls(dir.path()).await {
+        // sqlx's drivers, which an application installs once (here tenure
+        // does, as the other tests of this binary may have already).
+        SqlStore::connect_lazy(&url, &StoreOptions::default()).unwrap();
+        let pool = sqlx::any::AnyPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_millis(500))
+            .connect_lazy(&url)
+            .unwrap();
+        if url.starts_with("sqlite") {
+            let refused = SqlStore::from_pool(pool, &StoreOptions::default()).await;
+            let e = refused.expect_err("SQLite pools are refused").to_string();
+            assert!(e.contains("SqlStore::connect"), "{e}");
+            continue;
+        }
+        let store = SqlStore::from_pool(pool.clone(), &StoreOptions::default())
+            .await
+            .unwrap();
+        let key = ElectionKey::new("from-pool", format!("exhausted-{run}"));
+        let claim = Claim {
+            key: key.clone(),
+            holder: format!("app#{run}"),
+            metadata: String::new(),
+            ttl: Duration::from_secs(2),
+        };
+        let held = match store.try_acquire(&claim).await {
+            Ok(Acquire::Acquired(held)) => held,
+            other => panic!("{url}: acquisition on the application's pool: {other:?}"),
+        };
+        // The application takes every connection its pool can give.
+        let mut taken = Vec::new();
+        while let Ok(conn) = pool.acquire().await {
+            taken.push(conn);
+        }
+        assert_eq!(taken.len(), 2, "{url}: the pool's two connections");
+        let tenure = tenure_of(&held);
+        for round in 0..3 {
+            let renewed =
+                tokio::time::timeout(Duration::from_secs(1), store.renew(&tenure, claim.ttl))
+                    .await
+                    .unwrap_or_else(|_| panic!("{url}: renewal {round} waited for the pool"));
+            assert!(
+                matches!(renewed, Ok(true)),
+                "{url}: renewal {round} with the pool exhausted: {renewed:?}"
+            );
+        }
+        assert!(store.release(&tenure).await.unwrap(), "{url}: release");
+        drop(taken);
+        pool.close().await;
+    }
+}

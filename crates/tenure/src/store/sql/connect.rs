@@ -142,6 +142,71 @@ impl SqlStore {
         Self::with_pool(pool, url, &driver_url, pooler, options)
     }
 
+    /// Builds the store on the application's own sqlx pool, checks the
+    /// schema and creates it if `options.auto_migrate` is set and the
+    /// tables are missing. MySQL/MariaDB and PostgreSQL; the pool's
+    /// drivers are the application's (`sqlx::any::install_default_drivers`).
+    ///
+    /// What the store takes from the pool:
+    /// - for its own statements, one connection, taken from the pool and
+    ///   detached from it (the pool may open another in its place, so the
+    ///   server sees at most one more than the pool's maximum). It is kept
+    ///   while this process leads or a push subscription is open, and
+    ///   closed 50 ms after its last statement otherwise;
+    /// - fenced transactions ([`SqlStore::fenced`]): one pooled connection
+    ///   each, for the transaction;
+    /// - PostgreSQL's `LISTEN` and MySQL/MariaDB's named-lock waits: their
+    ///   own connections, opened from the pool's URL (and options) while
+    ///   something in the process subscribes.
+    ///
+    /// When the application holds every connection of its pool, a leader
+    /// is not affected: it keeps its connection for the whole tenure, so
+    /// its renewals never wait for the pool and its deadline holds. A
+    /// follower that needs a connection waits for the pool up to its
+    /// acquire timeout; a fenced transaction waits the same way, and takes
+    /// no lock before it has its connection.
+    ///
+    /// SQLite is refused (use [`SqlStore::connect`], which sets the
+    /// pragmas the lease needs on every connection), and so is a pool
+    /// through a pooler in transaction mode (`pooler=transaction` needs
+    /// the statement cache off: build that store with
+    /// [`SqlStore::connect`]).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> tenure::Result<()> {
+    /// use tenure::store::{sql::SqlStore, StoreOptions};
+    /// use tenure::store::sql::sqlx;
+    /// sqlx::any::install_default_drivers();
+    /// let pool = sqlx::any::AnyPoolOptions::new()
+    ///     .max_connections(10)
+    ///     .connect("postgres://app@db/app")
+    ///     .await?;
+    /// let store = SqlStore::from_pool(pool.clone(), &StoreOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_pool(pool: sqlx::AnyPool, options: &StoreOptions) -> Result<Self> {
+        validate_table_prefix(&options.table_prefix)?;
+        let url = pool.connect_options().database_url.to_string();
+        let (dialect, driver_url, pooler) = parse_url(&url)?;
+        let refused = |reason: &str| Error::InvalidUrl {
+            url: redact_url(&url),
+            reason: reason.to_string(),
+        };
+        if dialect == Dialect::Sqlite {
+            return Err(refused("SqlStore::from_pool serves MySQL/MariaDB and PostgreSQL; for SQLite use SqlStore::connect, which sets the pragmas the lease needs on every connection"));
+        }
+        if pooler.transaction_mode {
+            return Err(refused("a pool through a pooler in transaction mode needs sqlx's statement cache off; build the store with SqlStore::connect(url) instead"));
+        }
+        let store = Self::with_pool(pool, &url, &driver_url, pooler, options)?;
+        store.prepare_schema(options.auto_migrate).await?;
+        #[cfg(feature = "mysql")]
+        if store.dialect == Dialect::MySql {
+            store.detect_returning().await;
+        }
+        Ok(store)
+    }
+
     /// The store on `pool`, whose connections go to `url` (`driver_url`
     /// as the driver reads it).
     fn with_pool(
