@@ -19,8 +19,13 @@
 //! how many jobs run (one per leader, counted by their `sleep` children).
 //!
 //! Run: `cargo bench -p tenure-cli --bench fleet -- [--n 10,100,200]
-//! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...`
-//! (default stores: the local PostgreSQL and MariaDB). `--bin` runs another
+//! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...
+//! [--pgbouncer N]` (default stores: the local PostgreSQL and MariaDB).
+//! `--pgbouncer N` adds the local PostgreSQL through a private PgBouncer in
+//! transaction mode pooling N server connections (Debian's `pgbouncer`),
+//! without and with `push_url` (LISTEN on a direct connection): connections
+//! held are the replicas' to the pooler and, with `push_url`, to PostgreSQL
+//! directly; the server counters are those of PostgreSQL behind it. `--bin` runs another
 //! build of `tenure`, for a side-by-side comparison. Raise the open-files
 //! limit for N in the hundreds.
 
@@ -38,6 +43,8 @@ struct Opts {
     handovers: usize,
     bin: String,
     stores: Vec<String>,
+    /// Server connections of a private PgBouncer to run through.
+    pgbouncer: Option<u32>,
 }
 
 fn parse() -> Opts {
@@ -48,6 +55,7 @@ fn parse() -> Opts {
         handovers: 5,
         bin: env!("CARGO_BIN_EXE_tenure").to_string(),
         stores: vec![],
+        pgbouncer: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -64,18 +72,22 @@ fn parse() -> Opts {
             "--handovers" => o.handovers = value().parse().expect("--handovers"),
             "--bin" => o.bin = value(),
             "--store" => o.stores.push(value()),
+            "--pgbouncer" => o.pgbouncer = Some(value().parse().expect("--pgbouncer")),
             // cargo bench passes --bench.
             _ => {}
         }
     }
-    if o.stores.is_empty() {
+    if o.stores.is_empty() && o.pgbouncer.is_none() {
         o.stores = vec![
-            "postgres://postgres@127.0.0.1:5432/test".into(),
+            LOCAL_POSTGRES.into(),
             "mysql://root@127.0.0.1:3306/test".into(),
         ];
     }
     o
 }
+
+/// The local PostgreSQL, and what a private PgBouncer stands in front of.
+const LOCAL_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -102,6 +114,12 @@ fn port_of(url: &str) -> u16 {
 /// tells them.
 async fn counters(url: &str) -> Option<(f64, f64)> {
     if url.starts_with("postgres") {
+        // Through a pooler: PostgreSQL's own counters, behind it.
+        let url = if url.contains("pooler=transaction") {
+            LOCAL_POSTGRES
+        } else {
+            url
+        };
         let mut c = sqlx::PgConnection::connect(url).await.ok()?;
         let row = sqlx::query(
             "SELECT (xact_commit + xact_rollback)::float8, sessions::float8 \
@@ -323,13 +341,17 @@ async fn run(url: &str, n: usize, o: &Opts) {
         return;
     };
     tokio::time::sleep(o.ttl * 2).await;
-    let port = port_of(url);
+    // Through a pooler, the direct connections (push_url) count too.
+    let mut ports = vec![port_of(url)];
+    if url.contains("push_url=") {
+        ports.push(port_of(LOCAL_POSTGRES));
+    }
     let pids = fleet.pids();
     let before = counters(url).await;
     let start = Instant::now();
     let (mut peak, mut sum, mut samples) = (0, 0, 0);
     while start.elapsed() < Duration::from_secs(o.secs) {
-        let c = connections(port, &pids);
+        let c: usize = ports.iter().map(|p| connections(*p, &pids)).sum();
         peak = peak.max(c);
         sum += c;
         samples += 1;
@@ -386,7 +408,17 @@ async fn run(url: &str, n: usize, o: &Opts) {
 
 #[tokio::main]
 async fn main() {
-    let o = parse();
+    let mut o = parse();
+    let bouncer = o
+        .pgbouncer
+        .map(|n| tenure_testsupport::PgBouncer::start(LOCAL_POSTGRES, n).expect("start PgBouncer"));
+    if let Some(b) = &bouncer {
+        // Without and with a direct URL for LISTEN.
+        let direct: String =
+            url::form_urlencoded::byte_serialize(LOCAL_POSTGRES.as_bytes()).collect();
+        o.stores.push(b.url());
+        o.stores.push(format!("{}&push_url={direct}", b.url()));
+    }
     println!(
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
         o.bin, o.ttl, o.secs, o.handovers

@@ -34,6 +34,10 @@ pub(super) struct FollowerState {
     /// Where a subscription holds a connection: the term of the lease this
     /// follower last ranked itself against, and when (local clock).
     ranked: Option<(u64, Duration)>,
+    /// Where followers are frugal: whether this one is among the first in
+    /// line to succeed (it listens where the store pushes; where nothing
+    /// pushes, it reads more often than the others).
+    pub(super) in_line: bool,
 }
 
 /// Where a subscription holds a connection, a follower reads the member
@@ -433,7 +437,7 @@ impl Campaign {
     /// (12 reads a second). Without push, a poll period, to see a release.
     pub(super) fn wait_for(&self, rec: &LeaseRecord) -> Duration {
         let mut until_expiry = rec.remaining + self.timing().settle;
-        if self.frugal && self.changes.is_none() {
+        if self.frugal && self.changes.is_none() && !self.follower.in_line {
             // Not the designated successor, which reads at the expiry: a
             // quarter of a TTL spread after it, so the followers of a
             // fleet (whose reads the leader's renewals line up) do not all
@@ -452,8 +456,12 @@ impl Campaign {
     /// the poll period where the store cannot push.
     fn own_poll(&self) -> Option<Duration> {
         if self.changes.is_none() && self.frugal {
-            // Not listening on purpose: the designated successor does.
-            None
+            // Where nothing pushes, the first in line look every tenth of
+            // a TTL, so a release or transfer reaches the successor within
+            // that; the others, and every follower where the first in line
+            // listen, read at the expiry.
+            let caps = self.store.capabilities();
+            (self.follower.in_line && !caps.push).then(|| jittered(self.timing().push_down_poll))
         } else if self.changes.is_none() {
             Some(jittered(self.timing().poll_period))
         } else if self.store.push_health().is_down() {

@@ -92,7 +92,9 @@ impl Campaign {
         commands: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
         let caps = store.capabilities();
-        let frugal = caps.push && caps.push_holds_a_connection;
+        // Frugal: followers hold no connection between reads, and read at
+        // the lease's expiry unless they listen.
+        let frugal = (caps.push && caps.push_holds_a_connection) || caps.reads_at_expiry;
         // A frugal follower subscribes once its first read shows it the
         // designated successor: a fleet starting together must not open
         // a listening connection each.
@@ -177,6 +179,7 @@ impl Campaign {
         if !self.frugal {
             return false;
         }
+        self.follower.in_line = on;
         match (on, self.changes.is_some()) {
             (true, false) => {
                 tracing::debug!(election = %self.config.key, "listening for pushes");

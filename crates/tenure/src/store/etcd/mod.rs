@@ -148,6 +148,7 @@ impl LeaseStore for EtcdStore {
             // Watches ride the one session (or gRPC channel) every
             // process holds anyway.
             push_holds_a_connection: false,
+            reads_at_expiry: false,
             // A member's heartbeat is a keep-alive of the member lease its
             // registration names, and `members` dates it from that lease:
             // the leader keeps heartbeating (one keep-alive per 1.5 TTLs).

@@ -223,6 +223,7 @@ impl LeaseStore for SqlStore {
             lease_vouches_for_holder: true,
             // SQLite's file watch holds none.
             push_holds_a_connection: self.wake.holds_a_connection(),
+            reads_at_expiry: !self.wake.pushes(),
             ..Capabilities::default()
         }
     }

@@ -41,8 +41,9 @@ pub(super) enum Wake {
     #[cfg(feature = "postgres")]
     Listen(Arc<super::postgres::PushHub>),
     /// Nothing pushes: PostgreSQL through a pooler in transaction mode
-    /// without a direct URL for `LISTEN` (`postgres/pooler.rs`). Followers
-    /// read when the lease they saw would expire.
+    /// without a direct URL for `LISTEN` (`postgres/pooler.rs`). The two
+    /// followers first in line read every tenth of a TTL, the others at
+    /// the lease's expiry (`Capabilities::reads_at_expiry`).
     #[cfg(feature = "postgres")]
     Unpushed,
 }

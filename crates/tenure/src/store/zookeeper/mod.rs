@@ -328,6 +328,7 @@ impl LeaseStore for ZkStore {
             // Watches ride the one session (or gRPC channel) every
             // process holds anyway.
             push_holds_a_connection: false,
+            reads_at_expiry: false,
             // Registrations are judged by their znode's `mtime`: the leader
             // keeps heartbeating.
             lease_vouches_for_holder: false,

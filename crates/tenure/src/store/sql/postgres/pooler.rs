@@ -11,8 +11,7 @@
 //!   commits (`connection.rs`);
 //! - `LISTEN` lasts for a session the pooler does not keep: it is not
 //!   attempted through the pooler; `push_url` names a direct connection
-//!   for it, and without one followers read when the lease they saw would
-//!   expire.
+//!   for it; without one nothing is pushed, and the two followers first in line read every tenth of a TTL, the others at the lease's expiry.
 
 use crate::error::{Error, Result};
 use crate::store::redact_url;
@@ -47,7 +46,7 @@ impl Pooler {
         };
         let listen = match &self.push_url {
             Some(push) => format!("LISTEN goes to {} (push_url)", redact_url(push)),
-            None => "LISTEN is not attempted through it: followers read when the lease they saw expires (set push_url= to a direct URL for wake-ups in milliseconds)".to_string(),
+            None => "LISTEN is not attempted through it: the two followers first in line read every tenth of a TTL, the others at the lease's expiry (set push_url= to a direct URL for wake-ups in milliseconds)".to_string(),
         };
         Some(format!("{mode}; {listen}"))
     }
