@@ -7,9 +7,12 @@
 //!   server's port (`ss -tnp`), sampled every 100 ms; peak and mean;
 //! - new connections per second, counted by the server (PostgreSQL
 //!   `pg_stat_database.sessions`, MariaDB `Connections`, Redis
-//!   `total_connections_received`; server-wide);
+//!   `total_connections_received`; server-wide), or for etcd and ZooKeeper,
+//!   which keep their sessions, the new client ports seen by `ss` (a lower
+//!   bound: a connection opened and closed between two samples is missed);
 //! - requests per second, counted by the server (PostgreSQL transactions of
-//!   the database, MariaDB `Questions`, Redis `total_commands_processed`;
+//!   the database, MariaDB `Questions`, Redis `total_commands_processed`,
+//!   etcd `grpc_server_msg_received_total`, ZooKeeper `zk_packets_received`;
 //!   server-wide), per replica;
 //! - RSS per replica (`/proc/PID/status`);
 //!
@@ -20,7 +23,11 @@
 //!
 //! Run: `cargo bench -p tenure-cli --bench fleet -- [--n 10,100,200]
 //! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...
-//! [--pgbouncer N]` (default stores: the local PostgreSQL and MariaDB).
+//! [--pgbouncer N] [--etcd] [--zookeeper]` (default stores: the local
+//! PostgreSQL and MariaDB). `--etcd` and `--zookeeper` add a private
+//! one-member etcd or one-server ZooKeeper (Debian's `etcd-server`,
+//! `zookeeper`; ZooKeeper with `maxClientCnxns=0`, as every replica here
+//! comes from one address).
 //! `--pgbouncer N` adds the local PostgreSQL through a private PgBouncer in
 //! transaction mode pooling N server connections (Debian's `pgbouncer`),
 //! without and with `push_url` (LISTEN on a direct connection): connections
@@ -45,6 +52,10 @@ struct Opts {
     stores: Vec<String>,
     /// Server connections of a private PgBouncer to run through.
     pgbouncer: Option<u32>,
+    /// Whether to add a private etcd.
+    etcd: bool,
+    /// Whether to add a private ZooKeeper.
+    zookeeper: bool,
 }
 
 fn parse() -> Opts {
@@ -56,6 +67,8 @@ fn parse() -> Opts {
         bin: env!("CARGO_BIN_EXE_tenure").to_string(),
         stores: vec![],
         pgbouncer: None,
+        etcd: false,
+        zookeeper: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -73,11 +86,13 @@ fn parse() -> Opts {
             "--bin" => o.bin = value(),
             "--store" => o.stores.push(value()),
             "--pgbouncer" => o.pgbouncer = Some(value().parse().expect("--pgbouncer")),
+            "--etcd" => o.etcd = true,
+            "--zookeeper" => o.zookeeper = true,
             // cargo bench passes --bench.
             _ => {}
         }
     }
-    if o.stores.is_empty() && o.pgbouncer.is_none() {
+    if o.stores.is_empty() && o.pgbouncer.is_none() && !o.etcd && !o.zookeeper {
         o.stores = vec![
             LOCAL_POSTGRES.into(),
             "mysql://root@127.0.0.1:3306/test".into(),
@@ -100,9 +115,11 @@ fn port_of(url: &str) -> u16 {
         Some("postgres" | "postgresql") => 5432,
         Some("mysql" | "mariadb") => 3306,
         Some("redis") => 6379,
+        Some("zookeeper" | "zk") => 2181,
         _ => 2379,
     };
-    url.split('@')
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('@')
         .next_back()
         .and_then(|rest| rest.split(['/', '?']).next())
         .and_then(|host| host.rsplit_once(':'))
@@ -110,9 +127,18 @@ fn port_of(url: &str) -> u16 {
         .unwrap_or(default)
 }
 
+/// Where the private servers' counters are read.
+#[derive(Default)]
+struct Private {
+    /// etcd's `/metrics`, as (host:port).
+    etcd_metrics: Option<String>,
+    /// ZooKeeper's client port (four-letter words).
+    zookeeper: Option<u16>,
+}
+
 /// The server's own counters: (requests, connections opened), where it
-/// tells them.
-async fn counters(url: &str) -> Option<(f64, f64)> {
+/// tells them; etcd and ZooKeeper tell no connection count (NaN).
+async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
     if url.starts_with("postgres") {
         // Through a pooler: PostgreSQL's own counters, behind it.
         let url = if url.contains("pooler=transaction") {
@@ -163,17 +189,61 @@ async fn counters(url: &str) -> Option<(f64, f64)> {
             field("total_connections_received")?,
         ));
     }
+    if url.starts_with("etcd") {
+        let text = http_get(private.etcd_metrics.as_deref()?, "/metrics")?;
+        let received = text
+            .lines()
+            .filter(|l| l.starts_with("grpc_server_msg_received_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        return Some((received, f64::NAN));
+    }
+    if url.starts_with("zookeeper") || url.starts_with("zk") {
+        let port = private.zookeeper?;
+        let text = four_letters(port, "mntr")?;
+        let received = text
+            .lines()
+            .find_map(|l| l.strip_prefix("zk_packets_received"))?
+            .trim()
+            .parse()
+            .ok()?;
+        return Some((received, f64::NAN));
+    }
     None
 }
 
-/// Established connections to `port` from each of `pids`, per `ss`.
-fn connections(port: u16, pids: &HashSet<u32>) -> usize {
+/// A plain HTTP/1.0 GET's body (a bench's own read of a metrics page: no
+/// client library needed for one request).
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// A ZooKeeper four-letter word's answer.
+fn four_letters(port: u16, word: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(word.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// The local addresses of the established connections to `port` from
+/// each of `pids`, per `ss`.
+fn connections(port: u16, pids: &HashSet<u32>) -> HashSet<String> {
     let Ok(out) = Command::new("ss")
         .args(["-Htnp", "state", "established"])
         .arg(format!("( dport = :{port} )"))
         .output()
     else {
-        return 0;
+        return HashSet::new();
     };
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -183,7 +253,9 @@ fn connections(port: u16, pids: &HashSet<u32>) -> usize {
                 .filter_map(|p| p.split(',').next()?.parse::<u32>().ok())
                 .any(|p| pids.contains(&p))
         })
-        .count()
+        // Recv-Q Send-Q Local Peer Process
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect()
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -316,7 +388,7 @@ impl Drop for Fleet<'_> {
     }
 }
 
-async fn run(url: &str, n: usize, o: &Opts) {
+async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
     let store = match tenure::store::connect(url, &StoreOptions::default()).await {
         Ok(s) => s,
         Err(e) => {
@@ -347,24 +419,33 @@ async fn run(url: &str, n: usize, o: &Opts) {
         ports.push(port_of(LOCAL_POSTGRES));
     }
     let pids = fleet.pids();
-    let before = counters(url).await;
+    let before = counters(url, private).await;
     let start = Instant::now();
     let (mut peak, mut sum, mut samples) = (0, 0, 0);
+    let sample =
+        || -> HashSet<String> { ports.iter().flat_map(|p| connections(*p, &pids)).collect() };
+    let (mut seen, mut new_seen) = (sample(), 0usize);
     while start.elapsed() < Duration::from_secs(o.secs) {
-        let c: usize = ports.iter().map(|p| connections(*p, &pids)).sum();
-        peak = peak.max(c);
-        sum += c;
+        let now = sample();
+        new_seen += now.difference(&seen).count();
+        peak = peak.max(now.len());
+        sum += now.len();
         samples += 1;
+        seen = now;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let after = counters(url).await;
+    let after = counters(url, private).await;
     let rss: Vec<u64> = pids.iter().filter_map(|p| rss_kib(*p)).collect();
     let rss_mib = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0;
     let (requests, opened) = match (before, after) {
         (Some(b), Some(a)) => (
             format!("{:.3}", (a.0 - b.0) / elapsed / n as f64),
-            format!("{:.2}", (a.1 - b.1) / elapsed),
+            if a.1.is_nan() {
+                format!("{:.2} (ss)", new_seen as f64 / elapsed)
+            } else {
+                format!("{:.2}", (a.1 - b.1) / elapsed)
+            },
         ),
         _ => ("n/a".into(), "n/a".into()),
     };
@@ -419,6 +500,24 @@ async fn main() {
         o.stores.push(b.url());
         o.stores.push(format!("{}&push_url={direct}", b.url()));
     }
+    let mut private = Private::default();
+    let etcd = o
+        .etcd
+        .then(|| tenure_testsupport::EtcdCluster::start(1).expect("start etcd"));
+    if let Some(e) = &etcd {
+        o.stores.push(e.url());
+        private.etcd_metrics = Some(e.metrics_addr(0));
+    }
+    let zookeeper = o
+        .zookeeper
+        .then(|| tenure_testsupport::ZkEnsemble::start(1).expect("start ZooKeeper"));
+    if let Some(z) = &zookeeper {
+        o.stores.push(z.url());
+        private.zookeeper = z
+            .server_addr(0)
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok());
+    }
     println!(
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
         o.bin, o.ttl, o.secs, o.handovers
@@ -427,7 +526,7 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|---|---|");
     for url in &o.stores {
         for &n in &o.ns {
-            run(url, n, &o).await;
+            run(url, n, &o, &private).await;
         }
     }
 }

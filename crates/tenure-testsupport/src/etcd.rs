@@ -281,6 +281,12 @@ impl EtcdCluster {
         format!("127.0.0.1:{}", self.client_ports[i])
     }
 
+    /// The plain-HTTP metrics address (`127.0.0.1:port`, `/metrics`) of
+    /// member `i`.
+    pub fn metrics_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.metrics_ports[i])
+    }
+
     /// How many members were started.
     pub fn len(&self) -> usize {
         self.members.len()

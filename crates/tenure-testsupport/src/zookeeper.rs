@@ -82,7 +82,7 @@ impl ZkEnsemble {
                 "tickTime={TICK_MS}\ninitLimit=50\nsyncLimit=20\ndataDir={}\nclientPort={port}\n\
                  clientPortAddress=127.0.0.1\nminSessionTimeout={}\nmaxSessionTimeout={}\n\
                  admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr,cons\n\
-                 forceSync=no\n",
+                 forceSync=no\nmaxClientCnxns=0\n",
                 data.display(),
                 2 * TICK_MS,
                 600 * TICK_MS,

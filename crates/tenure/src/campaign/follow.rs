@@ -56,7 +56,8 @@ const UNREGISTERED_RETRY: Duration = Duration::from_millis(100);
 /// while the first is gone but not yet stale), long before its next read.
 const LISTENING_FOLLOWERS: usize = 2;
 
-/// What ranking a follower against the held lease found ([`Campaign::rank`]).
+/// What ranking a follower among the live members, under the lease it
+/// read, found ([`Campaign::rank`]).
 enum Ranked {
     /// Nothing that needs a read now.
     Same,

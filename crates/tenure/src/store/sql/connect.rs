@@ -139,7 +139,7 @@ impl SqlStore {
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         let pool = pool.connect_lazy_with(connect_options);
-        Self::with_pool(pool, url, &driver_url, pooler, options)
+        Self::with_pool(pool, dialect, url, &driver_url, pooler, options)
     }
 
     /// Builds the store on the application's own sqlx pool, checks the
@@ -198,7 +198,7 @@ impl SqlStore {
         if pooler.transaction_mode {
             return Err(refused("a pool through a pooler in transaction mode needs sqlx's statement cache off; build the store with SqlStore::connect(url) instead"));
         }
-        let store = Self::with_pool(pool, &url, &driver_url, pooler, options)?;
+        let store = Self::with_pool(pool, dialect, &url, &driver_url, pooler, options)?;
         store.prepare_schema(options.auto_migrate).await?;
         #[cfg(feature = "mysql")]
         if store.dialect == Dialect::MySql {
@@ -208,15 +208,15 @@ impl SqlStore {
     }
 
     /// The store on `pool`, whose connections go to `url` (`driver_url`
-    /// as the driver reads it).
+    /// as the driver reads it; both as [`parse_url`] split them).
     fn with_pool(
         pool: sqlx::AnyPool,
+        dialect: Dialect,
         url: &str,
         driver_url: &str,
         pooler: Pooler,
         options: &StoreOptions,
     ) -> Result<Self> {
-        let (dialect, _, _) = parse_url(url)?;
         let described = redact_url(url);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
         let mut own = super::connection::OneConnection::new(pool.clone());

@@ -54,7 +54,8 @@ const KEPT_CHECK: Duration = Duration::from_secs(1);
 type Subscribed = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// The store's own connection: opened when a statement needs it, kept
-/// while this process leads, closed when idle otherwise.
+/// while this process leads or anything in it subscribes to pushes, closed
+/// when idle otherwise.
 #[derive(Debug)]
 pub(super) struct OneConnection {
     pool: AnyPool,

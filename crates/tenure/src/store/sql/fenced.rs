@@ -64,18 +64,18 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         store: store.described.clone(),
         forget_prepared: store.pooler.transaction_mode,
     };
+    // Through a transaction pooler, what another client left prepared on
+    // this server connection could collide with the names sqlx gives: it
+    // goes in the same round trip as BEGIN (simple protocol).
+    let begin = if tx.forget_prepared {
+        format!("{}; DEALLOCATE ALL", store.dialect.begin_write())
+    } else {
+        store.dialect.begin_write().to_string()
+    };
     tx.conn
-        .execute(store.dialect.begin_write())
+        .execute(begin.as_str())
         .await
         .map_err(|e| store.wrap(e))?;
-    if tx.forget_prepared {
-        // What another client left prepared on this server connection
-        // could collide with the names sqlx gives.
-        tx.conn
-            .execute("DEALLOCATE ALL")
-            .await
-            .map_err(|e| store.wrap(e))?;
-    }
     let held = bind_tenure(
         sqlx::query(&sent(store.dialect, &store.statements.fence)),
         tenure,
@@ -152,13 +152,11 @@ impl FencedTransaction {
     }
 
     async fn finish(&mut self, stmt: &str) -> Result<()> {
-        let result = async {
-            if self.forget_prepared && stmt == "COMMIT" {
-                self.conn.execute("DEALLOCATE ALL").await?;
-            }
+        let result = if self.forget_prepared && stmt == "COMMIT" {
+            self.conn.execute("DEALLOCATE ALL; COMMIT").await
+        } else {
             self.conn.execute(stmt).await
-        }
-        .await;
+        };
         // On failure the transaction state is unknown: Drop closes the connection.
         self.finished = result.is_ok();
         result.map(|_| ()).map_err(|e| Error::Unavailable {

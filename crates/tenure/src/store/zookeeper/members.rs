@@ -1,5 +1,5 @@
-//! Members: one ephemeral znode each (gone when the member's session
-//! expires), live while its last heartbeat (`mtime`) is within its TTL by
+//! Members: one ephemeral znode each, on the process's main session (gone
+//! when that session expires), live while its last heartbeat (`mtime`) is within its TTL by
 //! the ZooKeeper leader's clock.
 
 use std::time::Duration;
@@ -15,7 +15,11 @@ use crate::store::{identity_of, sort_successors_first, ElectionKey, Member, Memb
 
 impl Inner {
     pub(super) async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
-        let session = self.session(ttl).await?;
+        // On the session the process holds anyway: liveness is the
+        // heartbeat's `mtime`, so the znode's session only decides when a
+        // dead member's znode is cleaned up; a session of the member TTL's
+        // own would cost every replica one more connection.
+        let session = self.main().await?;
         self.ensure_dir(&member.key).await?;
         let path = self.member_path(&member.key, &member.holder);
         let v = MemberValue {
