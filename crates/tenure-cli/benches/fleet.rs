@@ -23,11 +23,14 @@
 //!
 //! Run: `cargo bench -p tenure-cli --bench fleet -- [--n 10,100,200]
 //! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...
-//! [--pgbouncer N] [--etcd] [--zookeeper]` (default stores: the local
-//! PostgreSQL and MariaDB). `--etcd` and `--zookeeper` add a private
-//! one-member etcd or one-server ZooKeeper (Debian's `etcd-server`,
-//! `zookeeper`; ZooKeeper with `maxClientCnxns=0`, as every replica here
-//! comes from one address).
+//! [--pgbouncer N] [--etcd] [--zookeeper] [--private-postgres]` (default
+//! stores: the local PostgreSQL and MariaDB). `--etcd` and `--zookeeper`
+//! add a private one-member etcd or one-server ZooKeeper (Debian's
+//! `etcd-server`, `zookeeper`; ZooKeeper with `maxClientCnxns=0`, as every
+//! replica here comes from one address). `--private-postgres` adds a private
+//! PostgreSQL with the default `max_connections` (100) and
+//! `pg_stat_statements` loaded, which counts the statements executed apart
+//! from connection set-up and prepares.
 //! `--pgbouncer N` adds the local PostgreSQL through a private PgBouncer in
 //! transaction mode pooling N server connections (Debian's `pgbouncer`),
 //! without and with `push_url` (LISTEN on a direct connection): connections
@@ -56,6 +59,8 @@ struct Opts {
     etcd: bool,
     /// Whether to add a private ZooKeeper.
     zookeeper: bool,
+    /// Whether to add a private PostgreSQL that counts statements.
+    private_postgres: bool,
 }
 
 fn parse() -> Opts {
@@ -69,6 +74,7 @@ fn parse() -> Opts {
         pgbouncer: None,
         etcd: false,
         zookeeper: false,
+        private_postgres: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -88,11 +94,17 @@ fn parse() -> Opts {
             "--pgbouncer" => o.pgbouncer = Some(value().parse().expect("--pgbouncer")),
             "--etcd" => o.etcd = true,
             "--zookeeper" => o.zookeeper = true,
+            "--private-postgres" => o.private_postgres = true,
             // cargo bench passes --bench.
             _ => {}
         }
     }
-    if o.stores.is_empty() && o.pgbouncer.is_none() && !o.etcd && !o.zookeeper {
+    if o.stores.is_empty()
+        && o.pgbouncer.is_none()
+        && !o.etcd
+        && !o.zookeeper
+        && !o.private_postgres
+    {
         o.stores = vec![
             LOCAL_POSTGRES.into(),
             "mysql://root@127.0.0.1:3306/test".into(),
@@ -136,9 +148,21 @@ struct Private {
     zookeeper: Option<u16>,
 }
 
-/// The server's own counters: (requests, connections opened), where it
-/// tells them; etcd and ZooKeeper tell no connection count (NaN).
-async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
+/// A server's own counters, server-wide.
+#[derive(Clone, Copy)]
+struct Counters {
+    /// What the server counts as requests (see the module docs).
+    requests: f64,
+    /// Connections opened; NaN where the server does not tell.
+    opened: f64,
+    /// Statements executed, without connection set-up or prepares:
+    /// PostgreSQL `pg_stat_statements` calls where the extension is loaded
+    /// (NaN otherwise), MariaDB `Com_stmt_execute`; the requests elsewhere.
+    statements: f64,
+}
+
+/// The server's own counters, where it tells them.
+async fn counters(url: &str, private: &Private) -> Option<Counters> {
     if url.starts_with("postgres") {
         // Through a pooler: PostgreSQL's own counters, behind it.
         let url = if url.contains("pooler=transaction") {
@@ -154,8 +178,20 @@ async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
         .fetch_one(&mut c)
         .await
         .ok()?;
+        // The bench's own reads of these views are not counted.
+        let statements = sqlx::query(
+            "SELECT coalesce(sum(calls), 0)::float8 FROM pg_stat_statements \
+             WHERE query NOT ILIKE '%pg_stat%'",
+        )
+        .fetch_one(&mut c)
+        .await
+        .map_or(f64::NAN, |r| r.get(0));
         let _ = c.close().await;
-        return Some((row.get(0), row.get(1)));
+        return Some(Counters {
+            requests: row.get(0),
+            opened: row.get(1),
+            statements,
+        });
     }
     if url.starts_with("mysql") || url.starts_with("mariadb") {
         let url = url.replacen("mariadb:", "mysql:", 1);
@@ -167,9 +203,13 @@ async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
                 .ok()?;
             row.get::<String, _>(1).parse().ok()
         };
-        let (q, n) = (get("Questions").await?, get("Connections").await?);
+        let counters = Counters {
+            requests: get("Questions").await?,
+            opened: get("Connections").await?,
+            statements: get("Com_stmt_execute").await?,
+        };
         let _ = c.close().await;
-        return Some((q, n));
+        return Some(counters);
     }
     if url.starts_with("redis") {
         let out = Command::new("redis-cli")
@@ -184,10 +224,12 @@ async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
                 .parse()
                 .ok()
         };
-        return Some((
-            field("total_commands_processed")?,
-            field("total_connections_received")?,
-        ));
+        let requests = field("total_commands_processed")?;
+        return Some(Counters {
+            requests,
+            opened: field("total_connections_received")?,
+            statements: requests,
+        });
     }
     if url.starts_with("etcd") {
         let text = http_get(private.etcd_metrics.as_deref()?, "/metrics")?;
@@ -196,7 +238,11 @@ async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
             .filter(|l| l.starts_with("grpc_server_msg_received_total"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
-        return Some((received, f64::NAN));
+        return Some(Counters {
+            requests: received,
+            opened: f64::NAN,
+            statements: received,
+        });
     }
     if url.starts_with("zookeeper") || url.starts_with("zk") {
         let port = private.zookeeper?;
@@ -207,7 +253,11 @@ async fn counters(url: &str, private: &Private) -> Option<(f64, f64)> {
             .trim()
             .parse()
             .ok()?;
-        return Some((received, f64::NAN));
+        return Some(Counters {
+            requests: received,
+            opened: f64::NAN,
+            statements: received,
+        });
     }
     None
 }
@@ -438,16 +488,24 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
     let after = counters(url, private).await;
     let rss: Vec<u64> = pids.iter().filter_map(|p| rss_kib(*p)).collect();
     let rss_mib = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0;
-    let (requests, opened) = match (before, after) {
+    let per_replica = |d: f64| {
+        if d.is_nan() {
+            "n/a".to_string()
+        } else {
+            format!("{:.3}", d / elapsed / n as f64)
+        }
+    };
+    let (requests, statements, opened) = match (before, after) {
         (Some(b), Some(a)) => (
-            format!("{:.3}", (a.0 - b.0) / elapsed / n as f64),
-            if a.1.is_nan() {
+            per_replica(a.requests - b.requests),
+            per_replica(a.statements - b.statements),
+            if a.opened.is_nan() {
                 format!("{:.2} (ss)", new_seen as f64 / elapsed)
             } else {
-                format!("{:.2}", (a.1 - b.1) / elapsed)
+                format!("{:.2}", (a.opened - b.opened) / elapsed)
             },
         ),
-        _ => ("n/a".into(), "n/a".into()),
+        _ => ("n/a".into(), "n/a".into(), "n/a".into()),
     };
     // Graceful hand-overs.
     let mut took = vec![];
@@ -480,7 +538,7 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         format!("{:.1} / {:.1}", pct(&mut took, 0.5), pct(&mut took, 0.99))
     };
     println!(
-        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {jobs} job(s) |",
+        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {jobs} job(s) |",
         redact_url(url),
         sum as f64 / samples.max(1) as f64,
         took.len(),
@@ -501,6 +559,27 @@ async fn main() {
         o.stores.push(format!("{}&push_url={direct}", b.url()));
     }
     let mut private = Private::default();
+    let postgres = o.private_postgres.then(|| {
+        use tenure_testsupport::{Kind, Server, ServerOptions};
+        let options = ServerOptions::default().with_args(&[
+            "-c",
+            "max_connections=100",
+            "-c",
+            "shared_preload_libraries=pg_stat_statements",
+        ]);
+        Server::start_with(Kind::Postgres, options).expect("start PostgreSQL")
+    });
+    if let Some(p) = &postgres {
+        let mut c = sqlx::PgConnection::connect(&p.url())
+            .await
+            .expect("connect to the private PostgreSQL");
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .execute(&mut c)
+            .await
+            .expect("CREATE EXTENSION pg_stat_statements");
+        let _ = c.close().await;
+        o.stores.push(p.url());
+    }
     let etcd = o
         .etcd
         .then(|| tenure_testsupport::EtcdCluster::start(1).expect("start etcd"));
@@ -522,8 +601,8 @@ async fn main() {
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
         o.bin, o.ttl, o.secs, o.handovers
     );
-    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | RSS MiB per replica | graceful hand-over p50 / p99 ms (n) | end |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | statements/s per replica | RSS MiB per replica | graceful hand-over p50 / p99 ms (n) | end |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for url in &o.stores {
         for &n in &o.ns {
             run(url, n, &o, &private).await;
