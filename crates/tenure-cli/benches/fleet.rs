@@ -18,8 +18,10 @@
 //!
 //! then `--handovers` graceful hand-overs (SIGTERM to the leader, a new
 //! replica in its place), 1.33 TTLs apart: from the signal until a read
-//! shows the next leader, p50 and p99. At the end: how many replicas are still alive and
-//! how many jobs run (one per leader, counted by their `sleep` children).
+//! shows the next leader, p50 and p99. At the end: how many replicas are
+//! still alive, and how long until one job runs after the last hand-over
+//! (jobs are the leaders' `sleep` children; at most two TTLs; the most seen
+//! at once if that is not one).
 //!
 //! Run: `cargo bench -p tenure-cli --bench fleet -- [--n 10,100,200]
 //! [--secs 20] [--ttl 10s] [--handovers 5] [--bin PATH] [--store URL]...
@@ -30,7 +32,8 @@
 //! replica here comes from one address). `--private-postgres` adds a private
 //! PostgreSQL with the default `max_connections` (100) and
 //! `pg_stat_statements` loaded, which counts the statements executed apart
-//! from connection set-up and prepares.
+//! from connection set-up and prepares. `--logs DIR` keeps each run's
+//! replica logs (`DIR/fleet-*/r<i>.log`).
 //! `--pgbouncer N` adds the local PostgreSQL through a private PgBouncer in
 //! transaction mode pooling N server connections (Debian's `pgbouncer`),
 //! without and with `push_url` (LISTEN on a direct connection): connections
@@ -61,6 +64,8 @@ struct Opts {
     zookeeper: bool,
     /// Whether to add a private PostgreSQL that counts statements.
     private_postgres: bool,
+    /// Where to keep the replicas' logs (`r<i>.log`, warnings and errors).
+    logs: Option<String>,
 }
 
 fn parse() -> Opts {
@@ -75,6 +80,7 @@ fn parse() -> Opts {
         etcd: false,
         zookeeper: false,
         private_postgres: false,
+        logs: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -95,6 +101,7 @@ fn parse() -> Opts {
             "--etcd" => o.etcd = true,
             "--zookeeper" => o.zookeeper = true,
             "--private-postgres" => o.private_postgres = true,
+            "--logs" => o.logs = Some(value()),
             // cargo bench passes --bench.
             _ => {}
         }
@@ -454,7 +461,15 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         o,
         url,
         key: ElectionKey::new("default", format!("fleet-{stamp}")),
-        dir: tempfile::tempdir().expect("tempdir"),
+        dir: match &o.logs {
+            // Kept for reading after the run.
+            Some(root) => tempfile::Builder::new()
+                .prefix("fleet-")
+                .disable_cleanup(true)
+                .tempdir_in(root)
+                .expect("log directory"),
+            None => tempfile::tempdir().expect("tempdir"),
+        },
         procs: vec![],
     };
     fleet.procs = (0..n).map(|i| fleet.spawn(i)).collect();
@@ -530,15 +545,32 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         let _ = fleet.procs[idx].wait();
         fleet.procs[idx] = fleet.spawn(idx);
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (alive, jobs) = fleet.alive_and_jobs();
+    // The last hand-over's job starts once its leader has the lease and
+    // forks it: count until one job runs (or two TTLs went by), keeping
+    // the most seen at once.
+    let settling = Instant::now();
+    let (mut alive, mut jobs) = fleet.alive_and_jobs();
+    let mut most = jobs;
+    while jobs != 1 && settling.elapsed() < o.ttl * 2 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (alive, jobs) = fleet.alive_and_jobs();
+        most = most.max(jobs);
+    }
+    let settled = if jobs == 1 && most <= 1 {
+        format!("1 job after {:.1} s", settling.elapsed().as_secs_f64())
+    } else {
+        format!(
+            "{jobs} job(s) after {:.1} s, at most {most} at once",
+            settling.elapsed().as_secs_f64()
+        )
+    };
     let handover = if took.is_empty() {
         "n/a".to_string()
     } else {
         format!("{:.1} / {:.1}", pct(&mut took, 0.5), pct(&mut took, 0.99))
     };
     println!(
-        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {jobs} job(s) |",
+        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {settled} |",
         redact_url(url),
         sum as f64 / samples.max(1) as f64,
         took.len(),

@@ -2056,3 +2056,84 @@ async fn mariadb_resign_reaches_a_leader_whose_bell_was_held() {
     );
     leader.shutdown().await.expect("shutdown");
 }
+
+/// A follower beyond the first two in line (which listen) reads at the
+/// lease's expiry, but never sooner than a TTL after its last read: a
+/// leader on schedule renews every third of a TTL, so reading at each
+/// expiry it saw would follow the renewals (a read, and on a SQL server a
+/// connection, every 2/3 to 1 TTL). On PostgreSQL, where only the first in
+/// line listen; reads timed through an instrumented store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_not_in_line_reads_at_most_once_per_ttl() {
+    let url = servers::postgres_url();
+    let options = StoreOptions::default();
+    let Some(leader_store) = servers::connect_or_skip(&url, &options).await else {
+        return;
+    };
+    let ttl = Duration::from_secs(1);
+    let election = format!("once-per-ttl-{:08x}", rand::random::<u32>());
+    let elector = |store: DynStore, id: &str| {
+        Elector::builder(store)
+            .election(election.clone())
+            .identity(id)
+            .ttl(ttl)
+            .build()
+            .expect("elector")
+    };
+    let leader = elector(leader_store, "a");
+    leader.acquired().await.expect("leads");
+    let mut first_in_line = Vec::new();
+    for id in ["b", "c"] {
+        let store = tenure::store::connect(&url, &options).await.expect("store");
+        let e = elector(store, id);
+        wait_following(&e, id).await;
+        first_in_line.push(e);
+    }
+    // Both ranked themselves (at their first read) before the third joins.
+    tokio::time::sleep(ttl * 2).await;
+    let store = tenure::store::connect(&url, &options).await.expect("store");
+    let counted = Arc::new(Instrumented::new(store));
+    let third = elector(counted.clone() as DynStore, "d");
+    wait_following(&third, "d").await;
+    let reads = || counted.calls(Op::Read) + counted.calls(Op::HeartbeatAndRead);
+    let (mut seen, mut at) = (reads(), Vec::new());
+    let start = Instant::now();
+    while start.elapsed() < ttl * 10 {
+        let now = reads();
+        if now != seen {
+            at.push(Instant::now());
+            seen = now;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    eprintln!(
+        "reads {} apart",
+        gaps.iter()
+            .map(|g| format!("{g:.2?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(
+        gaps.len() >= 5,
+        "the third follower read {} times in 10 TTLs",
+        at.len()
+    );
+    // A read's start to the next, less the 5 ms sampling and a read's own time.
+    let shortest = gaps.iter().min().copied().unwrap_or_default();
+    assert!(
+        shortest >= ttl - Duration::from_millis(60),
+        "the third follower read again {shortest:?} after a read (TTL {ttl:?})"
+    );
+    for e in first_in_line.into_iter().chain([third, leader]) {
+        e.shutdown().await.expect("shutdown");
+    }
+}
+
+async fn wait_following(e: &Elector, id: &str) {
+    let start = Instant::now();
+    while !matches!(*e.leadership().borrow(), tenure::State::Following { .. }) {
+        assert!(start.elapsed() < Duration::from_secs(5), "{id} follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -439,11 +439,21 @@ impl Campaign {
     pub(super) fn wait_for(&self, rec: &LeaseRecord) -> Duration {
         let mut until_expiry = rec.remaining + self.timing().settle;
         if self.frugal && self.changes.is_none() && !self.follower.in_line {
-            // Not the designated successor, which reads at the expiry: a
-            // quarter of a TTL spread after it, so the followers of a
-            // fleet (whose reads the leader's renewals line up) do not all
-            // open a connection in the same instant.
-            until_expiry += self.timing().ttl.mul_f64(crate::random::factor(0.0, 0.25));
+            let ttl = self.timing().ttl;
+            // Not the designated successor, which reads at the expiry. A
+            // leader on schedule renews before half its lease is gone, so
+            // reading at the expiry each time would follow its renewals
+            // (a read, and a connection, every 2/3 to 1 TTL): at the
+            // soonest a TTL after this read instead. That is at most half
+            // a TTL after the expiry, and only matters when the first in
+            // line are gone too.
+            if rec.remaining > ttl / 2 {
+                until_expiry = until_expiry.max(ttl);
+            }
+            // A quarter of a TTL spread, so the followers of a fleet
+            // (whose reads the leader's renewals line up) do not all open
+            // a connection in the same instant.
+            until_expiry += ttl.mul_f64(crate::random::factor(0.0, 0.25));
         }
         match self.own_poll() {
             None => until_expiry,
