@@ -250,8 +250,10 @@ pub(crate) struct Timing {
     /// next one is likely fine.
     pub first_renew_retry: Duration,
     /// A registration is refreshed when its last heartbeat is this old at a
-    /// tick. A follower's reads at each lease expiry (2/3 to 1 TTL apart)
-    /// carry its heartbeat, so a separate one is rarely due; a leader sends
+    /// tick. A follower's timed reads carry its heartbeat: those first in
+    /// line read at each lease expiry (2/3 to 1 TTL apart), the others no
+    /// sooner than a TTL after their last read and up to a quarter of a TTL
+    /// later, so at 1.3 TTLs a separate one is rarely due; a leader sends
     /// none where the lease vouches for it
     /// (`Capabilities::lease_vouches_for_holder`), elsewhere (etcd,
     /// ZooKeeper) its own is due every 1.5 TTLs (the first tick past this
@@ -309,7 +311,7 @@ impl Timing {
             refused_free_retry: poll_period / 4,
             pushed_read_retry: Duration::from_millis(100),
             first_renew_retry: Duration::from_millis(5),
-            heartbeat_period: ttl + ttl / 10,
+            heartbeat_period: ttl + ttl * 3 / 10,
             heartbeat_tick: ttl / 2,
             heartbeat_timeout: ttl,
             member_ttl: ttl * 3,
@@ -342,7 +344,7 @@ impl Timing {
 
     /// Whether a registration last refreshed `age` ago needs a heartbeat at
     /// this tick. Checked every tick, it is never older than the period plus
-    /// a tick (1.6 TTLs): fresh by `MemberRecord::is_fresh` (two TTLs) and
+    /// a tick (1.8 TTLs): fresh by `MemberRecord::is_fresh` (two TTLs) and
     /// far from lapsing (`member_ttl`, three).
     pub(crate) fn heartbeat_due(&self, age: Duration) -> bool {
         age >= self.heartbeat_period
@@ -669,7 +671,7 @@ mod tests {
             refused_free_retry: MS(20),
             pushed_read_retry: MS(100),
             first_renew_retry: MS(5),
-            heartbeat_period: MS(11_000),
+            heartbeat_period: MS(13_000),
             heartbeat_tick: MS(5_000),
             heartbeat_timeout: MS(10_000),
             member_ttl: MS(30_000),
@@ -731,9 +733,11 @@ mod tests {
         .unwrap()
         .timing;
         // A follower whose last read (carrying a heartbeat) was one TTL ago,
-        // as reads at each lease expiry are, is left alone.
+        // as reads at each lease expiry are, is left alone, and so is one
+        // not first in line, whose reads are 1 to 1.25 TTLs apart.
         assert!(!t.heartbeat_due(MS(3_000) + t.settle));
-        assert!(t.heartbeat_due(MS(3_300)));
+        assert!(!t.heartbeat_due(MS(3_750) + t.settle));
+        assert!(t.heartbeat_due(MS(3_900)));
         // The worst case: just short of due at a tick, refreshed at the next.
         let age = t.heartbeat_period - MS(1) + t.heartbeat_tick;
         assert!(t.heartbeat_due(age));
