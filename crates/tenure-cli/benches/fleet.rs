@@ -146,13 +146,11 @@ fn port_of(url: &str) -> u16 {
         .unwrap_or(default)
 }
 
-/// Where the private servers' counters are read.
+/// The private servers this bench started, whose counters it reads.
 #[derive(Default)]
 struct Private {
-    /// etcd's `/metrics`, as (host:port).
-    etcd_metrics: Option<String>,
-    /// ZooKeeper's client port (four-letter words).
-    zookeeper: Option<u16>,
+    etcd: Option<tenure_testsupport::EtcdCluster>,
+    zookeeper: Option<tenure_testsupport::ZkEnsemble>,
 }
 
 /// A server's own counters, server-wide.
@@ -239,7 +237,8 @@ async fn counters(url: &str, private: &Private) -> Option<Counters> {
         });
     }
     if url.starts_with("etcd") {
-        let text = http_get(private.etcd_metrics.as_deref()?, "/metrics")?;
+        let metrics = private.etcd.as_ref()?.metrics_addr(0).parse().ok()?;
+        let (_, text) = tenure_testsupport::http::try_get(metrics, "/metrics").await?;
         let received = text
             .lines()
             .filter(|l| l.starts_with("grpc_server_msg_received_total"))
@@ -252,8 +251,7 @@ async fn counters(url: &str, private: &Private) -> Option<Counters> {
         });
     }
     if url.starts_with("zookeeper") || url.starts_with("zk") {
-        let port = private.zookeeper?;
-        let text = four_letters(port, "mntr")?;
+        let text = private.zookeeper.as_ref()?.four_letters(0, "mntr").ok()?;
         let received = text
             .lines()
             .find_map(|l| l.strip_prefix("zk_packets_received"))?
@@ -267,29 +265,6 @@ async fn counters(url: &str, private: &Private) -> Option<Counters> {
         });
     }
     None
-}
-
-/// A plain HTTP/1.0 GET's body (a bench's own read of a metrics page: no
-/// client library needed for one request).
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out.split_once("\r\n\r\n")?.1.to_string())
-}
-
-/// A ZooKeeper four-letter word's answer.
-fn four_letters(port: u16, word: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(word.as_bytes()).ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
 }
 
 /// The local addresses of the established connections to `port` from
@@ -612,22 +587,15 @@ async fn main() {
         let _ = c.close().await;
         o.stores.push(p.url());
     }
-    let etcd = o
-        .etcd
-        .then(|| tenure_testsupport::EtcdCluster::start(1).expect("start etcd"));
-    if let Some(e) = &etcd {
-        o.stores.push(e.url());
-        private.etcd_metrics = Some(e.metrics_addr(0));
+    if o.etcd {
+        let etcd = tenure_testsupport::EtcdCluster::start(1).expect("start etcd");
+        o.stores.push(etcd.url());
+        private.etcd = Some(etcd);
     }
-    let zookeeper = o
-        .zookeeper
-        .then(|| tenure_testsupport::ZkEnsemble::start(1).expect("start ZooKeeper"));
-    if let Some(z) = &zookeeper {
-        o.stores.push(z.url());
-        private.zookeeper = z
-            .server_addr(0)
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse().ok());
+    if o.zookeeper {
+        let zookeeper = tenure_testsupport::ZkEnsemble::start(1).expect("start ZooKeeper");
+        o.stores.push(zookeeper.url());
+        private.zookeeper = Some(zookeeper);
     }
     println!(
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",

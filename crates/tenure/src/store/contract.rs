@@ -80,8 +80,9 @@ pub struct Capabilities {
     /// Nothing pushes, and every read costs the server a connection
     /// (PostgreSQL through a pooler in transaction mode without a direct
     /// `push_url`): the two followers first in line read every tenth of a
-    /// TTL and the others at the lease's expiry (spread over a quarter of a
-    /// TTL after it), rather than every poll period. A release then
+    /// TTL and the others at the lease's expiry, no sooner than a TTL after
+    /// their last read (spread over a quarter of a TTL after that), rather
+    /// than every poll period. A release then
     /// reaches the designated successor within a tenth of a TTL instead of
     /// milliseconds, and a transfer its target at the target's next read
     /// (up to 1.25 TTLs for one not first in line).

@@ -67,15 +67,12 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
     // Through a transaction pooler, what another client left prepared on
     // this server connection could collide with the names sqlx gives: it
     // goes in the same round trip as BEGIN (simple protocol).
-    let begin = if tx.forget_prepared {
-        format!("{}; DEALLOCATE ALL", store.dialect.begin_write())
-    } else {
-        store.dialect.begin_write().to_string()
+    // (Only PostgreSQL goes through one: its BEGIN.)
+    let begin = match tx.forget_prepared {
+        true => "BEGIN; DEALLOCATE ALL",
+        false => store.dialect.begin_write(),
     };
-    tx.conn
-        .execute(begin.as_str())
-        .await
-        .map_err(|e| store.wrap(e))?;
+    tx.conn.execute(begin).await.map_err(|e| store.wrap(e))?;
     let held = bind_tenure(
         sqlx::query(&sent(store.dialect, &store.statements.fence)),
         tenure,
