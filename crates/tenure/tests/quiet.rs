@@ -414,45 +414,39 @@ async fn takeover_after_push_loss<F, Fut>(
     follower.shutdown().await.expect("shutdown");
 }
 
-/// Losing the push channel does not strand a follower: its PostgreSQL LISTEN
-/// connection is terminated, and the listener reconnects and tells it that
-/// anything may have changed, and it reads.
+/// Losing the push channel does not strand a follower: the stores'
+/// PostgreSQL connections (which carry their LISTEN) are terminated, and
+/// the listener reconnects and tells the follower that anything may have
+/// changed, and it reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_follower_recovers_when_its_listen_connection_dies() {
     let url = servers::postgres_url();
-    // A prefix of its own: the LISTEN channel is named after it, so the
-    // connection to terminate is this test's and no other's.
+    // A prefix and an application name of its own: the connections to
+    // terminate are this test's and no other's.
     let prefix = format!("quiet{:08x}_", rand::random::<u32>());
     let options = StoreOptions::default().with_table_prefix(prefix.clone());
-    let channel = format!("{prefix}changes");
-    let listening = |url: String, channel: String| async move {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' AND query LIKE $1",
-        )
-        .bind(format!("%{channel}%"))
-        .fetch_one(&mut sqlx::PgConnection::connect(&url).await.expect("probe"))
-        .await
-        .expect("count listeners")
-    };
-    takeover_after_push_loss("postgres", &url, &url, options, || async {
+    let named = with_application_name(&url, &prefix);
+    takeover_after_push_loss("postgres", &named, &named, options, || async {
         let start = Instant::now();
-        while listening(url.clone(), channel.clone()).await < 2 {
+        while backends_named(&url, &prefix).await.len() < 2 {
             assert!(
                 start.elapsed() < Duration::from_secs(5),
-                "both stores listen on {channel}"
+                "both stores hold a connection"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let mut admin = sqlx::PgConnection::connect(&url).await.expect("admin");
         let killed: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE query LIKE '%LISTEN%' AND query LIKE $1",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
         )
-        .bind(format!("%{channel}%"))
+        .bind(&prefix)
         .fetch_all(&mut admin)
         .await
         .expect("terminate the listeners");
-        assert_eq!(killed, [true, true], "both LISTEN connections terminated");
+        assert!(
+            killed.len() >= 2 && killed.iter().all(|&k| k),
+            "both stores' connections terminated: {killed:?}"
+        );
     })
     .await;
     let Ok(mut admin) = sqlx::PgConnection::connect(&url).await else {
@@ -467,13 +461,102 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
     }
 }
 
-/// The server processes of every PostgreSQL LISTEN connection on `url`.
-async fn listener_backends(url: &str) -> Vec<i32> {
+/// `url` with the PostgreSQL application name `name`, by which the server
+/// shows its connections.
+fn with_application_name(url: &str, name: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}application_name={name}")
+}
+
+/// The server processes of the connections named `name` on `url`.
+async fn backends_named(url: &str, name: &str) -> Vec<i32> {
     let mut admin = sqlx::PgConnection::connect(url).await.expect("admin");
-    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
+        .bind(name)
         .fetch_all(&mut admin)
         .await
-        .expect("listener backends")
+        .expect("backends by application name")
+}
+
+/// On PostgreSQL a leader and the two followers first in line (who listen
+/// for a release) hold one connection each, as the server counts them by
+/// application name: their statements and their LISTEN share it. Sampled
+/// every 20 ms over three TTLs, while the leader renews and the followers
+/// read and heartbeat; each process also shows its one connection as
+/// listening by its notifications arriving (a release reaches the first in
+/// line at once, as the other push tests check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_leader_and_successors_hold_one_connection_each() {
+    let url = servers::postgres_url();
+    let Some(_) = servers::connect_or_skip(&url, &StoreOptions::default()).await else {
+        return;
+    };
+    let run = format!("{:08x}", rand::random::<u32>());
+    let election = format!("one-connection-{run}");
+    let ttl = Duration::from_secs(1);
+    let mut electors = Vec::new();
+    let roles = ["leader", "first", "second"];
+    for role in roles {
+        let named = with_application_name(&url, &format!("{role}-{run}"));
+        let store = tenure::store::connect(&named, &StoreOptions::default())
+            .await
+            .expect("store");
+        let elector = Elector::builder(store)
+            .election(election.as_str())
+            .identity(role)
+            .ttl(ttl)
+            .build()
+            .expect("elector");
+        if role == "leader" {
+            elector.acquired().await.expect("leads");
+        }
+        electors.push(elector);
+    }
+    // Settled: both followers have read and know their place in line.
+    let start = Instant::now();
+    loop {
+        let mut counts = Vec::new();
+        for role in roles {
+            counts.push(backends_named(&url, &format!("{role}-{run}")).await.len());
+        }
+        if counts == [1, 1, 1] {
+            break;
+        }
+        assert!(
+            start.elapsed() < ttl * 5,
+            "each role holds its connection: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let start = Instant::now();
+    let mut samples = 0;
+    while start.elapsed() < ttl * 3 {
+        for role in roles {
+            let held = backends_named(&url, &format!("{role}-{run}")).await;
+            assert_eq!(held.len(), 1, "{role}: connections held {held:?}");
+        }
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(samples > 10, "sampled {samples} times");
+    let leader = electors.remove(0);
+    let released = Instant::now();
+    leader.shutdown().await.expect("release");
+    let (first, second) = (&electors[0], &electors[1]);
+    let took_over = async {
+        tokio::select! {
+            led = first.acquired() => led,
+            led = second.acquired() => led,
+        }
+    };
+    tokio::time::timeout(ttl, took_over)
+        .await
+        .expect("a follower leads within the TTL of a release")
+        .expect("leads");
+    eprintln!("hand-over after a release: {:?}", released.elapsed());
+    for elector in electors {
+        elector.shutdown().await.expect("shutdown");
+    }
 }
 
 /// Stops (SIGSTOP) or resumes (SIGCONT) server processes of a private server.
@@ -488,12 +571,13 @@ fn signal_backends(pids: &[i32], signal: libc::c_int) {
     }
 }
 
-/// A PostgreSQL LISTEN connection that stays open but delivers nothing (its
-/// server process stopped with SIGSTOP; a half-open connection, or a pooler
-/// that drops notifications, looks the same): the store's probe notices, says
-/// so (`push_health()` down), reopens the channel (up again), and a follower
-/// whose wake-up was lost with the stopped connection takes over in seconds,
-/// not at the 30 s expiry. A private server: its processes are ours to stop.
+/// A PostgreSQL connection that carries LISTEN stays open but answers and
+/// delivers nothing (its server process stopped with SIGSTOP; a half-open
+/// connection looks the same): the store's probe notices, says so
+/// (`push_health()` down), reopens the channel on another connection (up
+/// again), and a follower whose wake-up was lost with its stopped
+/// connection takes over in seconds, not at the 30 s expiry. A private
+/// server: its processes are ours to stop.
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_push_that_delivers_nothing_is_noticed() {
@@ -504,7 +588,10 @@ async fn postgres_push_that_delivers_nothing_is_noticed() {
     let url = server.url();
     let options = StoreOptions::default().with_push_probe_period(Duration::from_secs(2));
     // The store alone: down while its listener is stopped, up once reopened.
-    let store = tenure::store::connect(&url, &options).await.expect("store");
+    let alone = with_application_name(&url, "alone");
+    let store = tenure::store::connect(&alone, &options)
+        .await
+        .expect("store");
     let _changes = store.subscribe().expect("PostgreSQL pushes");
     let wait_for = |what: &'static str, up: bool| {
         let store = store.clone();
@@ -524,26 +611,28 @@ async fn postgres_push_that_delivers_nothing_is_noticed() {
         }
     };
     wait_for("opens", true).await;
-    let stopped = listener_backends(&url).await;
-    assert_eq!(stopped.len(), 1, "one listener: {stopped:?}");
+    let stopped = backends_named(&url, "alone").await;
+    assert_eq!(stopped.len(), 1, "one connection: {stopped:?}");
     signal_backends(&stopped, libc::SIGSTOP);
     let down = wait_for("a listener that delivers nothing is seen down", false).await;
     eprintln!("push health with the listener stopped: {down}");
     wait_for("reopened on another connection", true).await;
     signal_backends(&stopped, libc::SIGCONT);
     drop(store);
-    // A follower whose wake-up is lost the same way.
+    // A follower whose wake-up is lost the same way (its connection
+    // stopped; the leader's works).
     let all_stopped = std::sync::Mutex::new(Vec::new());
-    takeover_after_push_loss("postgres", &url, &url, options, || async {
+    let follower = with_application_name(&url, "follower");
+    takeover_after_push_loss("postgres", &url, &follower, options, || async {
         let start = Instant::now();
         let pids = loop {
-            let pids = listener_backends(&url).await;
-            if pids.len() >= 2 {
+            let pids = backends_named(&url, "follower").await;
+            if !pids.is_empty() {
                 break pids;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(5),
-                "both stores listen"
+                "the follower holds a connection"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };

@@ -249,8 +249,19 @@ async fn a_woken_successor_opens_no_connection() {
             .heartbeat(&member, Duration::from_secs(60))
             .await
             .unwrap();
-        // A designated successor listens, which keeps its connection open.
+        // A designated successor listens, which keeps its connection open
+        // (on PostgreSQL, once the listener is up, the connection it
+        // listens on).
         let _changes = successor.subscribe();
+        if url.starts_with("postgres") {
+            eventually(&format!("{url}: the successor listens"), async || {
+                matches!(
+                    tenure::store::Wakeups::push_health(&successor),
+                    tenure::store::PushHealth::Up { .. }
+                )
+            })
+            .await;
+        }
         let (a, b) = tokio::join!(successor.read(&key), successor.read(&key));
         a.unwrap();
         b.unwrap();

@@ -2,8 +2,6 @@
 //! written in order by one task per store, off the caller's path, and
 //! [`SqlStore::flush_after`], which waits for it.
 
-use sqlx::AnyConnection;
-
 use super::dialect::Dialect;
 use super::statements::{sent, term_i64, Statements};
 use super::SqlStore;
@@ -108,7 +106,7 @@ impl After {
     /// Records the start of a term in the history, and the end of the previous
     /// one if it expired (a release or hand-over closed it already). Best
     /// effort: the history is for people, leadership does not depend on it.
-    async fn record_start(&self, conn: &mut AnyConnection, rec: &LeaseRecord) {
+    async fn record_start(&self, conn: &mut super::conn::Conn, rec: &LeaseRecord) {
         let holder = rec.holder.clone().unwrap_or_default();
         let inserted = sqlx::query(&sent(self.dialect, &self.statements.insert_history))
             .bind(rec.key.namespace.as_str())
@@ -153,7 +151,7 @@ impl After {
 
     async fn close_history_now(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut super::conn::Conn,
         tenure: &Tenure,
         reason: EndReason,
     ) {
@@ -171,7 +169,7 @@ impl After {
 
     /// Tells listening followers and observers that `key` changed (PostgreSQL).
     /// Best effort: a lost notification only delays them to their next poll.
-    async fn notify(&self, conn: &mut AnyConnection, key: &ElectionKey) {
+    async fn notify(&self, conn: &mut super::conn::Conn, key: &ElectionKey) {
         self.wake.notify(conn, key).await;
     }
 }

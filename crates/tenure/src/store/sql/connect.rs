@@ -223,6 +223,15 @@ impl SqlStore {
         if pooler.transaction_mode {
             own = own.in_transactions();
         }
+        #[cfg(feature = "postgres")]
+        if dialect == Dialect::Postgres && pooler.push_url.is_none() && !pooler.transaction_mode {
+            // One connection for statements and LISTEN alike.
+            let options = driver_url.parse().map_err(|e| Error::InvalidUrl {
+                url: described.clone(),
+                reason: format!("not a PostgreSQL URL the driver takes: {e}"),
+            })?;
+            own = own.listening_on(options);
+        }
         let own = std::sync::Arc::new(own);
         let wake = super::wake::Wake::new(super::wake::Parts {
             dialect,

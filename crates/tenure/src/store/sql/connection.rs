@@ -21,12 +21,20 @@
 //! - a statement that fails or is cancelled closes it (it may be broken or
 //!   mid-statement); the next statement opens another.
 //!
+//! On PostgreSQL, unless a pooler stands in between, the same connection
+//! also carries `LISTEN` ([`OneConnection::listening_on`]): between
+//! statements the push listener waits on it for notifications, and gives
+//! it up the moment a statement wants it (notifications that arrive
+//! meanwhile wait in its buffer). A leader or a designated successor then
+//! holds one connection in all.
+//!
 //! The connection is opened through the pool (its options and timeout) and
 //! then detached from it: the pool's maximum, and closing the pool, are
 //! the application's. Fenced transactions and the application's own
 //! statements ([`SqlStore::pool`](super::SqlStore::pool)) use the pool.
-//! Wake-ups that block on a connection (PostgreSQL's LISTEN, MySQL's named
-//! locks and doorbells) hold their own: see `wake.rs`.
+//! The other wake-ups that block on a connection (MySQL's named locks and
+//! doorbells, PostgreSQL's `LISTEN` through a `push_url`) hold their own:
+//! see `wake.rs`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,10 +42,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use sqlx::any::{AnyQueryResult, AnyRow};
-use sqlx::{AnyConnection, AnyPool, Connection as _};
-use tokio::sync::OwnedMutexGuard;
+use sqlx::AnyPool;
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
+use super::conn::Conn;
 use crate::store::ElectionKey;
 
 /// How long the connection stays open after its last statement while it
@@ -62,8 +71,41 @@ pub(super) struct OneConnection {
     /// Whether each lend runs in a transaction of its own (see
     /// [`OneConnection::in_transactions`]).
     in_transactions: bool,
+    /// PostgreSQL: connections are opened as listeners with these options
+    /// ([`OneConnection::listening_on`]).
+    #[cfg(feature = "postgres")]
+    listening: Option<sqlx::postgres::PgConnectOptions>,
     slot: Arc<tokio::sync::Mutex<Slot>>,
     shared: Arc<Shared>,
+    /// Statements waiting for the connection while the push listener waits
+    /// on it: it lets go when told.
+    wanted: Arc<Wanted>,
+}
+
+/// How many statements wait for the connection, and the bell the push
+/// listener hears them by.
+#[derive(Debug, Default)]
+struct Wanted {
+    waiting: std::sync::atomic::AtomicUsize,
+    bell: Notify,
+}
+
+/// A statement's wait for the connection, counted in [`Wanted`] until it
+/// has the connection.
+struct Waiting<'a>(&'a Wanted);
+
+impl<'a> Waiting<'a> {
+    fn new(wanted: &'a Wanted) -> Self {
+        wanted.waiting.fetch_add(1, Ordering::AcqRel);
+        wanted.bell.notify_one();
+        Self(wanted)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Default)]
@@ -92,7 +134,7 @@ impl std::fmt::Debug for Shared {
 
 #[derive(Debug, Default)]
 struct Slot {
-    conn: Option<AnyConnection>,
+    conn: Option<Conn>,
     last_used: Option<Instant>,
 }
 
@@ -114,9 +156,21 @@ impl OneConnection {
         Self {
             pool,
             in_transactions: false,
+            #[cfg(feature = "postgres")]
+            listening: None,
             slot: Arc::default(),
             shared: Arc::default(),
+            wanted: Arc::default(),
         }
+    }
+
+    /// PostgreSQL without a pooler: the connection is opened with
+    /// `options` as one that can also listen, so that the push listener
+    /// needs no connection of its own ([`OneConnection::lend_to_listen`]).
+    #[cfg(feature = "postgres")]
+    pub(super) fn listening_on(mut self, options: sqlx::postgres::PgConnectOptions) -> Self {
+        self.listening = Some(options);
+        self
     }
 
     /// Each lend runs in a transaction of its own, committed by
@@ -155,26 +209,13 @@ impl OneConnection {
     }
 
     async fn lend_in(&self, transaction: bool) -> Result<Lent, sqlx::Error> {
-        let mut slot = self.slot.clone().lock_owned().await;
-        if slot.conn.is_none() {
-            let conn = match self.pool.acquire().await {
-                Ok(conn) => conn.detach(),
-                Err(e @ sqlx::Error::PoolTimedOut) => {
-                    return Err(refusal(&self.pool).await.unwrap_or(e))
-                }
-                Err(e) => return Err(e),
-            };
-            slot.conn = Some(conn);
-            self.shared.open.store(true, Ordering::Relaxed);
-            self.shared.opened.fetch_add(1, Ordering::Relaxed);
-        }
-        let mut lent = Lent {
-            slot,
-            in_transaction: false,
-            shared: self.shared.clone(),
-            weak_slot: Arc::downgrade(&self.slot),
-            kept: false,
+        let slot = {
+            // Counted until the lock is ours: the push listener, if it
+            // waits on the connection, lets go of it.
+            let _waiting = Waiting::new(&self.wanted);
+            self.slot.clone().lock_owned().await
         };
+        let mut lent = self.lent(slot, false).await?;
         if self.in_transactions && transaction {
             // Dropped on an error: the connection closes with it.
             // What another client left prepared on the server connection
@@ -183,6 +224,106 @@ impl OneConnection {
             lent.in_transaction = true;
         }
         Ok(lent)
+    }
+
+    /// The connection for the push listener to wait on, with `LISTEN
+    /// channel` sent; opened if it is closed. Whether `LISTEN` was sent
+    /// now (a new connection: what was notified before it went unheard).
+    /// `None` where the connection does not listen.
+    #[cfg(feature = "postgres")]
+    pub(super) async fn lend_to_listen(
+        &self,
+        channel: &str,
+    ) -> Option<Result<(Lent, bool), sqlx::Error>> {
+        self.listening.as_ref()?;
+        let listened = async {
+            let slot = self.slot.clone().lock_owned().await;
+            let mut lent = self.lent(slot, true).await?;
+            let fresh = match lent.conn().listening() {
+                Some(listening) => listening.listen(channel).await?,
+                None => unreachable!("a listening store opens listening connections"),
+            };
+            Ok((lent, fresh))
+        };
+        Some(listened.await)
+    }
+
+    /// Until a statement wants the connection the push listener waits on.
+    #[cfg(feature = "postgres")]
+    pub(super) async fn wanted(&self) {
+        loop {
+            if self.wanted.waiting.load(Ordering::Acquire) > 0 {
+                return;
+            }
+            self.wanted.bell.notified().await;
+        }
+    }
+
+    /// Whether the connection also carries the push listener's `LISTEN`.
+    #[cfg(feature = "postgres")]
+    pub(super) fn listens(&self) -> bool {
+        self.listening.is_some()
+    }
+
+    /// Whether a statement waits for the connection now.
+    #[cfg(feature = "postgres")]
+    pub(super) fn is_wanted(&self) -> bool {
+        self.wanted.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// `slot`'s connection, opened if it is closed, lent; for the push
+    /// listener (`to_listen`), one that can listen. A connection that
+    /// cannot is replaced by one that can, opened before it is closed: a
+    /// leader whose first connection predates the first subscription keeps
+    /// it if the server has no other to give.
+    async fn lent(
+        &self,
+        mut slot: OwnedMutexGuard<Slot>,
+        to_listen: bool,
+    ) -> Result<Lent, sqlx::Error> {
+        let replace = match &slot.conn {
+            None => true,
+            Some(conn) => to_listen && !conn.can_listen(),
+        };
+        if replace {
+            // One that can listen while anything subscribes: a follower
+            // not in line reads on a plain one (a listener's close costs
+            // an `UNLISTEN` round trip).
+            let listening = to_listen || self.shared.subscribes();
+            let conn = match self.open(listening).await {
+                Ok(conn) => conn,
+                Err(e @ sqlx::Error::PoolTimedOut) => {
+                    return Err(refusal(&self.pool).await.unwrap_or(e))
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(replaced) = slot.conn.replace(conn) {
+                replaced.close().await;
+            }
+            self.shared.open.store(true, Ordering::Relaxed);
+            self.shared.opened.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Lent {
+            slot,
+            in_transaction: false,
+            shared: self.shared.clone(),
+            weak_slot: Arc::downgrade(&self.slot),
+            kept: false,
+        })
+    }
+
+    /// A new connection, from the pool's options and within its timeout;
+    /// on PostgreSQL without a pooler, one that can also listen if
+    /// `listening`.
+    async fn open(&self, listening: bool) -> Result<Conn, sqlx::Error> {
+        #[cfg(feature = "postgres")]
+        if let Some(options) = self.listening.as_ref().filter(|_| listening) {
+            let timeout = self.pool.options().get_acquire_timeout();
+            let listening = super::postgres::Listening::open(options.clone(), timeout).await?;
+            return Ok(Conn::Listening(Box::new(listening)));
+        }
+        let _ = listening;
+        Ok(Conn::Any(self.pool.acquire().await?.detach()))
     }
 
     /// This process now holds a lease of `key`: keep the connection open.
@@ -225,7 +366,11 @@ impl Shared {
     /// Whether the connection stays open when idle: this process leads, or
     /// something in it subscribes.
     fn kept(&self) -> bool {
-        self.leads() || self.subscribed.get().is_some_and(|subscribed| subscribed())
+        self.leads() || self.subscribes()
+    }
+
+    fn subscribes(&self) -> bool {
+        self.subscribed.get().is_some_and(|subscribed| subscribed())
     }
 
     fn leads(&self) -> bool {
@@ -238,7 +383,7 @@ impl Shared {
 }
 
 impl Lent {
-    pub(super) fn conn(&mut self) -> &mut AnyConnection {
+    pub(super) fn conn(&mut self) -> &mut Conn {
         // `lend` opened it, and only `Drop` takes it out.
         match self.slot.conn.as_mut() {
             Some(conn) => conn,
@@ -299,6 +444,13 @@ impl Drop for Lent {
 async fn close_when_idle(shared: Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot>>) {
     loop {
         let Some(slot) = slot.upgrade() else { return };
+        if shared.kept() {
+            // Not asking for the lock: the push listener holds it while
+            // it waits on the connection.
+            drop(slot);
+            tokio::time::sleep(KEPT_CHECK).await;
+            continue;
+        }
         // After the statement that holds it now, if one does.
         let mut held = slot.lock().await;
         let last_used = match (&held.conn, held.last_used) {
@@ -319,7 +471,7 @@ async fn close_when_idle(shared: Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot
                 shared.closer.store(false, Ordering::Release);
                 drop(held);
                 if let Some(conn) = conn {
-                    let _ = conn.close().await;
+                    conn.close().await;
                 }
                 return;
             }
@@ -344,7 +496,7 @@ pub(super) async fn refusal(pool: &AnyPool) -> Option<sqlx::Error> {
     match tokio::time::timeout(wait, options.connect()).await {
         Ok(Err(refused @ sqlx::Error::Database(_))) => Some(refused),
         Ok(Ok(conn)) => {
-            let _ = conn.close().await;
+            let _ = sqlx::Connection::close(conn).await;
             None
         }
         _ => None,
@@ -352,7 +504,7 @@ pub(super) async fn refusal(pool: &AnyPool) -> Option<sqlx::Error> {
 }
 
 /// Sends `sql` by the simple protocol (no parameters, one exchange).
-async fn simple(conn: &mut AnyConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+async fn simple(conn: &mut Conn, sql: &'static str) -> Result<(), sqlx::Error> {
     use sqlx::Executor as _;
     conn.execute(sql).await.map(drop)
 }

@@ -23,7 +23,8 @@
 //! | `store.rs` | the [`LeaseStore`](crate::store::LeaseStore) operations |
 //! | `decode.rs` | rows as lease, member and history records |
 //! | `after.rs` | the queue of notifications and history rows that follow a change |
-//! | `connection.rs` | the one connection the store's own statements share: kept while leading, closed when idle otherwise |
+//! | `connection.rs` | the one connection the store's own statements share: kept while leading or listening, closed when idle otherwise |
+//! | `conn.rs` | that connection as statements see it: any database's, or PostgreSQL's that also listens |
 //! | `batch.rs`, `heartbeats.rs`, `reaps.rs` | many renewals, heartbeats or reaps in one statement |
 //! | `fenced.rs` | transactions fenced by the lease |
 //! | `runs.rs`, `run_statements.rs` | run records (`<prefix>runs`), written by compare-and-set |
@@ -36,6 +37,7 @@
 
 mod after;
 mod batch;
+mod conn;
 mod connect;
 mod connection;
 mod decode;
@@ -166,9 +168,10 @@ impl SqlStore {
     /// How many connections to the database this store holds open now:
     /// the one its own statements share (kept while this process leads or
     /// subscribes to pushes, otherwise open only around its statements),
-    /// and those its wake-ups hold (PostgreSQL's `LISTEN` connection while
-    /// anything subscribes; MySQL/MariaDB's named-lock connections, not
-    /// counting the doorbells). Fenced transactions and the application's
+    /// and those its wake-ups hold (PostgreSQL's `LISTEN` to a `push_url`
+    /// while anything subscribes, elsewhere carried by the statement
+    /// connection; MySQL/MariaDB's named-lock connections, not counting
+    /// the doorbells). Fenced transactions and the application's
     /// statements on [`pool`](Self::pool) are not counted.
     ///
     /// ```no_run

@@ -96,6 +96,7 @@ impl SqlStore {
         put: &Put<'_>,
         expected: i64,
     ) -> Result<Option<RunRecord>, sqlx::Error> {
+        use sqlx::Executor;
         let s = &self.statements.runs;
         if expected == 0 {
             // Outside the transaction: inside, deleting an absent row would
@@ -108,10 +109,12 @@ impl SqlStore {
                 .execute_on(&self.own)
                 .await?;
         }
-        // Dropped unfinished (an error, a cancelled call), sqlx rolls it back.
+        // Dropped unfinished (an error, a cancelled call), the lent
+        // connection closes and the server rolls the transaction back.
         let mut lent = self.own.lend().await?;
+        let conn = lent.conn();
         let written = async {
-            let mut tx = sqlx::Connection::begin(lent.conn()).await?;
+            Executor::execute(&mut *conn, self.dialect.begin_write()).await?;
             let wrote = if expected == 0 {
                 let inserted = sqlx::query(&sent(self.dialect, &s.insert))
                     .bind(put.key.namespace.as_str())
@@ -119,7 +122,7 @@ impl SqlStore {
                     .bind(put.name)
                     .bind(put.value)
                     .bind(put.keep_us)
-                    .execute(&mut *tx)
+                    .execute(&mut *conn)
                     .await;
                 match inserted {
                     Ok(_) => true,
@@ -134,21 +137,21 @@ impl SqlStore {
                     .bind(put.key.election.as_str())
                     .bind(put.name)
                     .bind(expected)
-                    .execute(&mut *tx)
+                    .execute(&mut *conn)
                     .await?;
                 updated.rows_affected() == 1
             };
             if !wrote {
-                tx.rollback().await?;
+                Executor::execute(&mut *conn, "ROLLBACK").await?;
                 return Ok(None);
             }
             let row = sqlx::query(&sent(self.dialect, &s.read_written))
                 .bind(put.key.namespace.as_str())
                 .bind(put.key.election.as_str())
                 .bind(put.name)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut *conn)
                 .await?;
-            tx.commit().await?;
+            Executor::execute(&mut *conn, "COMMIT").await?;
             row.as_ref().map(decode_run).transpose()
         }
         .await;

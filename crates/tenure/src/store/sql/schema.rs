@@ -4,7 +4,7 @@
 //! migration steps here; an older tenure that finds a version it does not know
 //! refuses to touch the tables rather than guess.
 
-use sqlx::{AnyConnection, Connection, Executor, Row};
+use sqlx::{Executor, Row};
 
 use super::dialect::Dialect;
 use super::dialect::ServerKind;
@@ -39,7 +39,7 @@ pub(crate) fn ddl(dialect: Dialect, prefix: &str, server: ServerKind) -> Vec<Str
 /// Runs `stmts`; a column that already exists (a concurrent migration got
 /// there first) is not an error, so every step can be re-run.
 async fn apply(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     stmts: &[String],
     prefix: &str,
     store: &str,
@@ -61,7 +61,7 @@ async fn apply(
 }
 
 async fn read_version(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     dialect: Dialect,
     prefix: &str,
 ) -> Result<Option<i64>, sqlx::Error> {
@@ -74,7 +74,7 @@ async fn read_version(
 
 /// Checks the schema version and, if `create`, creates missing tables.
 pub(crate) async fn prepare(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     dialect: Dialect,
     prefix: &str,
     create: bool,
@@ -191,7 +191,7 @@ fn table_probes(prefix: &str) -> [(&'static str, String); 4] {
 /// Selects every column of every table, reading no row: a missing table or
 /// column (another program's table of that name) shows up here, at connect.
 async fn check_tables(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     dialect: Dialect,
     prefix: &str,
     store: &str,
@@ -210,7 +210,7 @@ async fn check_tables(
 /// connect, with a change it rolls back, rather than failing every write
 /// while it runs.
 async fn check_writable(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     dialect: Dialect,
     prefix: &str,
     store: &str,
@@ -221,9 +221,11 @@ async fn check_writable(
     let touch =
         format!("UPDATE {prefix}schema SET version = version + 1 WHERE component = 'tenure'");
     let tried = async {
-        let mut tx = conn.begin().await?;
-        sqlx::query(&dialect.plain(touch)).execute(&mut *tx).await?;
-        tx.rollback().await
+        conn.execute(dialect.begin_write()).await?;
+        sqlx::query(&dialect.plain(touch))
+            .execute(&mut *conn)
+            .await?;
+        conn.execute("ROLLBACK").await.map(drop)
     }
     .await;
     tried.map_err(|e| map_err(store, prefix, e))
@@ -231,7 +233,7 @@ async fn check_writable(
 
 /// Asks a `mysql://` server whether it is MariaDB.
 pub(crate) async fn server_kind(
-    conn: &mut AnyConnection,
+    conn: &mut super::conn::Conn,
     dialect: Dialect,
 ) -> Result<ServerKind, sqlx::Error> {
     if dialect != Dialect::MySql {

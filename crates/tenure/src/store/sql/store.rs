@@ -99,7 +99,7 @@ impl SqlStore {
 
     async fn members_with(
         &self,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut super::conn::Conn,
         key: &ElectionKey,
     ) -> Result<Vec<MemberRecord>> {
         let rows = sqlx::query(&sent(self.dialect, &self.statements.members))
@@ -116,7 +116,7 @@ impl SqlStore {
 
     async fn read_with(
         &self,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut super::conn::Conn,
         key: &ElectionKey,
     ) -> Result<Option<LeaseRecord>> {
         let row = sqlx::query(&sent(self.dialect, &self.statements.read))

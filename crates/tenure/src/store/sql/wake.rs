@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::AnyPool;
 
 use super::dialect::Dialect;
 use super::statements::Statements;
@@ -37,7 +37,8 @@ pub(super) enum Wake {
         /// Whether a follower's heartbeat and read are one statement here.
         returning: super::mysql::Returning,
     },
-    /// PostgreSQL: one LISTEN connection per store.
+    /// PostgreSQL: LISTEN, on the store's own connection (or, through a
+    /// pooler, on one of its own to the `push_url`).
     #[cfg(feature = "postgres")]
     Listen(Arc<super::postgres::PushHub>),
     /// Nothing pushes: PostgreSQL through a pooler in transaction mode
@@ -194,7 +195,7 @@ impl Wake {
     /// Tells listeners that `key` changed, on `conn` (PostgreSQL). Best
     /// effort: a lost notification only delays them to their next read.
     #[allow(irrefutable_let_patterns)]
-    pub(super) async fn notify(&self, conn: &mut AnyConnection, key: &ElectionKey) {
+    pub(super) async fn notify(&self, conn: &mut super::conn::Conn, key: &ElectionKey) {
         #[cfg(feature = "postgres")]
         if let Wake::Listen(hub) = self {
             hub.notify(conn, key).await;
@@ -247,7 +248,7 @@ impl Wake {
     }
 
     /// How the push channel is doing, where the database reports it
-    /// (PostgreSQL's LISTEN connection); elsewhere which channel it is.
+    /// (PostgreSQL's LISTEN); elsewhere which channel it is.
     pub(super) fn health(&self) -> PushHealth {
         match self {
             #[cfg(feature = "sqlite")]
@@ -300,7 +301,7 @@ impl Wake {
             #[cfg(feature = "mysql")]
             Wake::NamedLocks { locks, .. } => locks.connections_held(),
             #[cfg(feature = "postgres")]
-            Wake::Listen(hub) => usize::from(matches!(hub.health(), PushHealth::Up { .. })),
+            Wake::Listen(hub) => hub.connections_held(),
             #[cfg(feature = "postgres")]
             Wake::Unpushed => 0,
         }

@@ -9,17 +9,22 @@
 // | file | job |
 // |---|---|
 // | `dialect.rs` | how PostgreSQL spells the statements |
-// | `push.rs` | one LISTEN connection per store, and its health |
+// | `push.rs` | LISTEN for the store, and its health |
+// | `listening.rs` | the store's connection that also listens: its statements run on a `PgListener` |
 // | `pooler.rs` | the URL's `pooler` and `push_url`: a pooler in transaction mode |
 //
 // The spelling is plain text and compiles in every build; the listener only
 // with the `postgres` feature.
 
 mod dialect;
+#[cfg(feature = "postgres")]
+mod listening;
 pub(super) mod pooler;
 #[cfg(feature = "postgres")]
 mod push;
 
 pub(super) use dialect::Postgres;
+#[cfg(feature = "postgres")]
+pub(super) use listening::Listening;
 #[cfg(feature = "postgres")]
 pub(super) use push::PushHub;

@@ -2,8 +2,11 @@
 //! in milliseconds instead of at their next poll.
 //!
 //! One listening connection per store (per process), started on the first
-//! subscription; it reconnects by itself and, after a reconnect, tells every
-//! subscriber that anything may have changed.
+//! subscription: the store's own statement connection
+//! (`connection.rs`, `listening.rs`), or, where a pooler stands between
+//! the store and PostgreSQL, a connection of its own to the `push_url`. It
+//! reconnects by itself and, after a reconnect, tells every subscriber that
+//! anything may have changed.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -24,7 +27,9 @@ const SEP: char = '\u{1f}';
 pub(in crate::store::sql) struct PushHub {
     url: String,
     channel: String,
-    /// Where probes are sent from: a connection other than the listener's.
+    /// The store's own connection: where probes are sent from, and where
+    /// the listener waits unless it has a connection of its own
+    /// ([`OneConnection::listens`]).
     own: Arc<OneConnection>,
     probe_period: Duration,
     wakeups: Wakeups,
@@ -65,13 +70,19 @@ impl PushHub {
         self.wakeups.has_subscribers()
     }
 
+    /// How many connections the listener holds besides the store's own:
+    /// one to the `push_url` while it is up, none on the store's own.
+    pub(in crate::store::sql) fn connections_held(&self) -> usize {
+        usize::from(!self.own.listens() && matches!(self.health(), PushHealth::Up { .. }))
+    }
+
     pub(in crate::store::sql) fn health(&self) -> PushHealth {
         self.monitor.health()
     }
 
     pub(in crate::store::sql) async fn notify(
         &self,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut crate::store::sql::conn::Conn,
         key: &ElectionKey,
     ) {
         let payload = format!("{}{SEP}{}", key.namespace, key.election);
@@ -146,26 +157,32 @@ impl Probes {
         }
     }
 
-    /// Sends a probe if one is due and none is pending.
-    async fn send_due(&mut self, own: &OneConnection, channel: &str) {
+    /// Sends a probe if one is due and none is pending, waiting up to
+    /// `timeout` for the statement's answer. Why it was not sent, if not.
+    async fn send_due(
+        &mut self,
+        own: &OneConnection,
+        channel: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
         if self.pending.is_some() || Instant::now() < self.next {
-            return;
+            return Ok(());
         }
         let sent = sqlx::query("SELECT pg_notify($1, $2)")
             .bind(channel)
             .bind(self.payload.as_str())
             .execute_on(own);
-        match tokio::time::timeout(PROBE_SEND_TIMEOUT, sent).await {
-            Ok(Ok(_)) => self.pending = Some(Instant::now()),
-            Ok(Err(e)) => {
-                tracing::debug!("push probe not sent: {e}");
-                self.next = Instant::now() + PROBE_RETRY;
+        let failed = match tokio::time::timeout(timeout, sent).await {
+            Ok(Ok(_)) => {
+                self.pending = Some(Instant::now());
+                return Ok(());
             }
-            Err(_) => {
-                tracing::debug!("push probe not sent within {PROBE_SEND_TIMEOUT:?}");
-                self.next = Instant::now() + PROBE_RETRY;
-            }
-        }
+            Ok(Err(e)) => format!("a probe could not be sent: {e}"),
+            Err(_) => format!("a probe was not answered within {timeout:?}"),
+        };
+        tracing::debug!("push {failed}");
+        self.next = Instant::now() + PROBE_RETRY;
+        Err(failed)
     }
 
     /// Until when to wait for the next notification.
@@ -197,6 +214,131 @@ impl Listener {
     /// Runs until the store (and with it the sender) is dropped, or nothing
     /// in the process subscribes any more (seen within 5 s).
     async fn run(self, tx: Weak<Sender>) {
+        if self.own.listens() {
+            self.run_on_own(tx).await
+        } else {
+            self.run_on_its_own(tx).await
+        }
+    }
+
+    /// Listens on the store's own connection, between its statements: the
+    /// connection is the listener's only while no statement wants it.
+    async fn run_on_own(self, tx: Weak<Sender>) {
+        let store = crate::store::redact_url(&self.url);
+        let mut outage = PushOutage::new(Arc::clone(&self.monitor));
+        let mut backoff = Backoff::new();
+        let mut probes = Probes::new(self.probe_period);
+        loop {
+            if self.subscribers.stop_if_none() {
+                self.monitor.closed();
+                return;
+            }
+            // On the listening connection itself: one that does not answer
+            // in the time a probe has to arrive is as lost as one that
+            // delivers nothing (and the failed statement closed it).
+            let timeout = StoreOptions::PUSH_PROBE_TIMEOUT;
+            if let Err(why) = probes.send_due(&self.own, &self.channel, timeout).await {
+                if outage.lost(WHAT, &store, &why) {
+                    wake_all(&tx);
+                }
+                probes = Probes::new(self.probe_period);
+                tokio::time::sleep(backoff.next_pause()).await;
+                continue;
+            }
+            if self.own.is_wanted() {
+                // Behind the statement that rang, which is about to take
+                // the connection.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let (mut lent, fresh) = match self.own.lend_to_listen(&self.channel).await {
+                Some(Ok(listening)) => listening,
+                Some(Err(e)) => {
+                    if outage.lost(WHAT, &store, &e) {
+                        wake_all(&tx);
+                    }
+                    tokio::time::sleep(backoff.next_pause()).await;
+                    continue;
+                }
+                None => unreachable!("the store's connection listens"),
+            };
+            let Some(t) = tx.upgrade() else { return };
+            if fresh {
+                // A new connection: notifications sent before its LISTEN
+                // (or, the first time, since the subscribers subscribed)
+                // went unheard; and it is up only once a probe arrives.
+                let _ = t.send(None);
+                probes = Probes::new(self.probe_period);
+                drop(lent.keep().await);
+                continue;
+            }
+            let Some(listening) = lent.conn().listening() else {
+                unreachable!("the store's connection listens")
+            };
+            let wait = probes.wait_until();
+            let next = tokio::select! {
+                biased;
+                () = self.own.wanted() => None,
+                next = tokio::time::timeout_at(wait.into(), listening.try_recv()) => Some(next),
+            };
+            let lost = match next {
+                // A statement wants the connection.
+                None => None,
+                Some(Err(_)) if probes.overdue() => Some(format!(
+                    "a notification this process sent has not arrived within {:?} \
+                     (a dead connection)",
+                    StoreOptions::PUSH_PROBE_TIMEOUT
+                )),
+                // Time to probe.
+                Some(Err(_)) => None,
+                Some(Ok(Ok(Some(n)))) => {
+                    self.heard(&n, &mut probes, &t, &mut backoff, &mut outage, &store);
+                    None
+                }
+                Some(Ok(Ok(None))) => Some("connection closed".to_owned()),
+                Some(Ok(Err(e))) => Some(e.to_string()),
+            };
+            match lost {
+                None => drop(lent.keep().await),
+                Some(why) => {
+                    // Dropped unkept, the connection closes; the next
+                    // statement, or this loop, opens another.
+                    drop(lent);
+                    outage.lost(WHAT, &store, &why);
+                    let _ = t.send(None);
+                    tokio::time::sleep(backoff.next_pause()).await;
+                }
+            }
+        }
+    }
+
+    /// What a notification means: a probe of this listener's (the channel
+    /// is up), another store's probe, or a change to pass on.
+    fn heard(
+        &self,
+        n: &sqlx::postgres::PgNotification,
+        probes: &mut Probes,
+        t: &Sender,
+        backoff: &mut Backoff,
+        outage: &mut PushOutage,
+        store: &str,
+    ) {
+        if probes.arrived(n.payload()) {
+            // Up only now: notifications were accepted before, and this
+            // shows they arrive.
+            if !std::mem::replace(&mut probes.confirmed, true) {
+                backoff.opened();
+                outage.restored(WHAT, store);
+            }
+        } else if !is_probe(n.payload()) {
+            // (Another store's probe has no separator, even in a
+            // namespace named like one.)
+            let _ = t.send(parse(n.payload()));
+        }
+    }
+
+    /// Listens on a connection of its own, to the `push_url`.
+    async fn run_on_its_own(self, tx: Weak<Sender>) {
         let store = crate::store::redact_url(&self.url);
         let mut outage = PushOutage::new(Arc::clone(&self.monitor));
         let mut backoff = Backoff::new();
@@ -232,7 +374,11 @@ impl Listener {
             }
             let mut probes = Probes::new(self.probe_period);
             loop {
-                probes.send_due(&self.own, &self.channel).await;
+                // A slow statement is not a broken channel: the arrival's
+                // timeout counts from the answer.
+                let _ = probes
+                    .send_due(&self.own, &self.channel, PROBE_SEND_TIMEOUT)
+                    .await;
                 let next =
                     tokio::time::timeout_at(probes.wait_until().into(), listener.try_recv()).await;
                 let Some(t) = tx.upgrade() else { return };
@@ -253,19 +399,8 @@ impl Listener {
                         break;
                     }
                     Err(_) => continue,
-                    Ok(Ok(Some(n))) if probes.arrived(n.payload()) => {
-                        // Up only now: notifications were accepted before,
-                        // and this shows they arrive.
-                        if !std::mem::replace(&mut probes.confirmed, true) {
-                            backoff.opened();
-                            outage.restored(WHAT, &store);
-                        }
-                    }
-                    // Another store's probe (an election's payload always
-                    // has a separator, even in a namespace named like one).
-                    Ok(Ok(Some(n))) if is_probe(n.payload()) => {}
                     Ok(Ok(Some(n))) => {
-                        let _ = t.send(parse(n.payload()));
+                        self.heard(&n, &mut probes, &t, &mut backoff, &mut outage, &store);
                     }
                     Ok(Ok(None)) => {
                         // Connection lost: connect again above (which says when
