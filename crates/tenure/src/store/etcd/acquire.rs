@@ -29,7 +29,12 @@ impl Inner {
     }
 
     async fn try_acquire_once(&self, claim: &Claim) -> Result<Option<Acquire>> {
+        // Both clocks read together, before anything is sent: the expiry
+        // the record states (wall clock) and the sweeper's (monotonic,
+        // `sweep_after`) then fall at the same instant, so a swept term's
+        // history ends exactly at the expiry its holder was told.
         let started = Instant::now();
+        let now = now_us();
         let key = &claim.key;
         let _acquiring = self.acquiring(key, &claim.holder);
         let (snap, _) = self.snapshot(key).await?;
@@ -43,7 +48,6 @@ impl Inner {
                 return Ok(Some(Acquire::Held(self.record(key, &snap).await?)));
             }
         }
-        let now = now_us();
         let (prev, prev_term) = snap.state().map(|(s, t)| (Some(s), t)).unwrap_or((None, 0));
         let (start_reason, previous_holder, previous_expires) = match &prev {
             None => ("first".to_string(), None, 0),
