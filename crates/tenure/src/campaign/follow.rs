@@ -43,8 +43,12 @@ pub(super) struct FollowerState {
 /// Where a subscription holds a connection, a follower reads the member
 /// list again after this many TTLs to learn whether it became the
 /// designated successor (one that crashed stops being fresh after two
-/// TTLs); sooner when the lease changed hands.
-const RANK_REFRESH_TTLS: u32 = 6;
+/// TTLs); sooner when the lease changed hands. Two followers listen, so
+/// one of them dying leaves the other; only when both die does a release
+/// wait for this re-ranking (or the lease's expiry). Each re-ranking is a
+/// statement per follower: at 12 TTLs, 1/120 per second at a 10 s TTL,
+/// which keeps an idle follower under a tenth of a statement per second.
+const RANK_REFRESH_TTLS: u32 = 12;
 
 /// How soon a follower that could not rank itself, as it has not registered
 /// yet (registering is one request, just after it starts), reads again.
