@@ -389,13 +389,27 @@ async fn takeover_after_push_loss<F, Fut>(
     };
     let leader = build(leader_store, "leader");
     leader.acquired().await.expect("leads");
-    let follower = build(follower_store, "follower");
+    let follower = build(follower_store.clone(), "follower");
     let start = Instant::now();
     while !matches!(
         *follower.leadership().borrow(),
         tenure::State::Following { .. }
     ) {
         assert!(start.elapsed() < Duration::from_secs(5), "{name}: follows");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The follower's push has opened (first in line, it subscribes after
+    // its first read), or failed to: what is broken next is its push, not
+    // a connection it is about to give up.
+    loop {
+        let health = follower_store.push_health();
+        if !matches!(health, tenure::store::PushHealth::NotOpen { .. }) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{name}: the follower's push is up: {health:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     break_push().await;
@@ -414,9 +428,9 @@ async fn takeover_after_push_loss<F, Fut>(
     follower.shutdown().await.expect("shutdown");
 }
 
-/// Losing the push channel does not strand a follower: the stores'
-/// PostgreSQL connections (which carry their LISTEN) are terminated, and
-/// the listener reconnects and tells the follower that anything may have
+/// Losing the push channel does not strand a follower: its store's
+/// PostgreSQL connection (which carries its LISTEN) is terminated, and the
+/// listener reconnects and tells the follower that anything may have
 /// changed, and it reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_follower_recovers_when_its_listen_connection_dies() {
@@ -425,13 +439,14 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
     // terminate are this test's and no other's.
     let prefix = format!("quiet{:08x}_", rand::random::<u32>());
     let options = StoreOptions::default().with_table_prefix(prefix.clone());
-    let named = with_application_name(&url, &prefix);
-    takeover_after_push_loss("postgres", &named, &named, options, || async {
+    let follower = format!("{prefix}follower");
+    let follower_url = with_application_name(&url, &follower);
+    takeover_after_push_loss("postgres", &url, &follower_url, options, || async {
         let start = Instant::now();
-        while backends_named(&url, &prefix).await.len() < 2 {
+        while backends_named(&url, &follower).await.is_empty() {
             assert!(
                 start.elapsed() < Duration::from_secs(5),
-                "both stores hold a connection"
+                "the follower holds a connection"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -439,13 +454,13 @@ async fn postgres_follower_recovers_when_its_listen_connection_dies() {
         let killed: Vec<bool> = sqlx::query_scalar(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
         )
-        .bind(&prefix)
+        .bind(&follower)
         .fetch_all(&mut admin)
         .await
-        .expect("terminate the listeners");
+        .expect("terminate the listener");
         assert!(
-            killed.len() >= 2 && killed.iter().all(|&k| k),
-            "both stores' connections terminated: {killed:?}"
+            !killed.is_empty() && killed.iter().all(|&k| k),
+            "the follower's connection terminated: {killed:?}"
         );
     })
     .await;
@@ -479,12 +494,12 @@ async fn backends_named(url: &str, name: &str) -> Vec<i32> {
 }
 
 /// On PostgreSQL a leader and the two followers first in line (who listen
-/// for a release) hold one connection each, as the server counts them by
-/// application name: their statements and their LISTEN share it. Sampled
-/// every 20 ms over three TTLs, while the leader renews and the followers
-/// read and heartbeat; each process also shows its one connection as
-/// listening by its notifications arriving (a release reaches the first in
-/// line at once, as the other push tests check).
+/// for a release) hold at most one connection each, as the server counts
+/// them by application name: their statements and their LISTEN share it.
+/// Sampled every 20 ms over three TTLs, while the leader renews and the
+/// followers read and heartbeat: never two, and mostly one (a statement
+/// cut off by its deadline on a loaded machine closes the connection until
+/// the next one opens another). A release then reaches a follower at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_leader_and_successors_hold_one_connection_each() {
     let url = servers::postgres_url();
@@ -493,7 +508,7 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
     };
     let run = format!("{:08x}", rand::random::<u32>());
     let election = format!("one-connection-{run}");
-    let ttl = Duration::from_secs(1);
+    let ttl = Duration::from_secs(2);
     let mut electors = Vec::new();
     let roles = ["leader", "first", "second"];
     for role in roles {
@@ -530,15 +545,24 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
     }
     let start = Instant::now();
     let mut samples = 0;
+    let mut holding_one = [0; 3];
     while start.elapsed() < ttl * 3 {
-        for role in roles {
+        for (i, role) in roles.iter().enumerate() {
             let held = backends_named(&url, &format!("{role}-{run}")).await;
-            assert_eq!(held.len(), 1, "{role}: connections held {held:?}");
+            assert!(held.len() <= 1, "{role}: connections held {held:?}");
+            holding_one[i] += held.len();
         }
         samples += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(samples > 10, "sampled {samples} times");
+    for (role, one) in roles.iter().zip(holding_one) {
+        assert!(
+            one * 2 > samples,
+            "{role} held its connection in {one} of {samples} samples"
+        );
+    }
+    eprintln!("samples holding one connection, of {samples}: {holding_one:?}");
     let leader = electors.remove(0);
     let released = Instant::now();
     leader.shutdown().await.expect("release");
@@ -557,6 +581,19 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
     for elector in electors {
         elector.shutdown().await.expect("shutdown");
     }
+}
+
+/// The server processes of the connections named `name` on `url` that
+/// run no statement now.
+async fn idle_backends_named(url: &str, name: &str) -> Vec<i32> {
+    let mut admin = sqlx::PgConnection::connect(url).await.expect("admin");
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+    )
+    .bind(name)
+    .fetch_all(&mut admin)
+    .await
+    .expect("idle backends by application name")
 }
 
 /// Stops (SIGSTOP) or resumes (SIGCONT) server processes of a private server.
@@ -624,15 +661,17 @@ async fn postgres_push_that_delivers_nothing_is_noticed() {
     let all_stopped = std::sync::Mutex::new(Vec::new());
     let follower = with_application_name(&url, "follower");
     takeover_after_push_loss("postgres", &url, &follower, options, || async {
+        // Its listening connection, waiting for notifications (no
+        // statement of the follower's in flight on it).
         let start = Instant::now();
         let pids = loop {
-            let pids = backends_named(&url, "follower").await;
-            if !pids.is_empty() {
+            let pids = idle_backends_named(&url, "follower").await;
+            if pids.len() == 1 {
                 break pids;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(5),
-                "the follower holds a connection"
+                "the follower holds one idle connection: {pids:?}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
