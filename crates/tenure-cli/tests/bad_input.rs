@@ -209,7 +209,7 @@ async fn unknown_url_parameters_are_refused_naming_the_closest_without_the_value
             format!("{redis}?pasword=s3cr3tC"),
             "s3cr3tC",
             "unknown parameter \"pasword\"",
-            "redis:// URLs take protocol, cacert, cert, key",
+            "redis:// URLs take protocol, cacert, cert, key, durability",
         ),
         (
             format!("{redis}?cacrt=/etc/ca.pem"),

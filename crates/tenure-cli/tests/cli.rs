@@ -1229,6 +1229,48 @@ async fn status_shows_one_election_when_asked() {
     );
 }
 
+/// A Redis that may lose acknowledged writes, and so hand out terms again
+/// after a restart, is named when a command connects: on a private server
+/// without AOF (`--save "" --appendonly no`) `tenure status` warns once,
+/// with the reason and the fix; `?durability=volatile` accepts it and
+/// silences the warning; AOF with `appendfsync always` draws none; an
+/// unknown value is a usage error that names the one value.
+#[tokio::test]
+async fn a_redis_that_may_lose_writes_is_named() {
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    let required = tenure_testsupport::servers::required();
+    let Some(volatile) = Server::start_or_skip(Kind::Redis, ServerOptions::default(), required)
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let warning = "may lose acknowledged writes";
+    let url = volatile.url();
+    let out = tenure(dir.path(), &["status", "--store", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches(warning).count(), 1, "{}", text(&out));
+    for said in ["appendonly no", "appendfsync always", "durability=volatile"] {
+        assert!(stderr.contains(said), "{said}: {}", text(&out));
+    }
+    let accepted = format!("{url}/0?durability=volatile");
+    let out = tenure(dir.path(), &["status", "--store", &accepted]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains(warning), "{}", text(&out));
+    let unknown = format!("{url}/0?durability=maybe");
+    let out = tenure(dir.path(), &["status", "--store", &unknown]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("durability=volatile"), "{}", text(&out));
+    let options =
+        ServerOptions::default().with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let Some(durable) = Server::start_or_skip(Kind::Redis, options, required) else {
+        return;
+    };
+    let out = tenure(dir.path(), &["status", "--store", &durable.url()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains(warning), "{}", text(&out));
+}
+
 /// `tenure status` says whether the store's push gets through from this
 /// host: up for a user who may SUBSCRIBE, DOWN (with the reason, never the
 /// password) for one who may not, on a private Redis.

@@ -1,11 +1,16 @@
-//! Turns a tenure Redis URL into a `redis::Client`: tenure's own TLS
-//! parameters (`cacert`, `cert`, `key`) are read here and removed, the rest of
-//! the URL is the redis crate's.
+//! Turns a tenure Redis URL into a `redis::Client`: tenure's own parameters
+//! (TLS: `cacert`, `cert`, `key`; `durability`) are read here and removed,
+//! the rest of the URL is the redis crate's.
 
 use crate::error::{Error, Result};
 use crate::store::util::client_tls::ClientTlsFiles;
 
-pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
+/// The client for `url`, and what the URL accepts of the server's
+/// durability (`durability.rs`).
+pub(super) fn build(
+    url: &str,
+    described: &str,
+) -> Result<(redis::Client, super::durability::Accepted)> {
     let bad = |reason: String| Error::InvalidUrl {
         url: described.to_string(),
         reason,
@@ -27,10 +32,21 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     }
     // Named like redis-cli's `--cacert`, `--cert`, `--key`.
     let mut tls = ClientTlsFiles::default();
+    let mut durability = None;
     let rest: Vec<(String, String)> = parsed
         .query_pairs()
-        .filter_map(|(k, v)| tls.take(&k, v.into_owned()))
+        .filter_map(|(k, v)| {
+            if k == super::durability::PARAM {
+                durability = Some(v.into_owned());
+                return None;
+            }
+            tls.take(&k, v.into_owned())
+        })
         .collect();
+    let accepted = match durability {
+        Some(value) => super::durability::Accepted::parse(&value).map_err(bad)?,
+        None => Default::default(),
+    };
     let tls_asked = tls.any();
     if tls_asked && parsed.scheme() != "rediss" {
         return Err(bad(
@@ -50,7 +66,10 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
     }
     let open = |e: redis::RedisError| bad(super::errors::without_secrets(&e.to_string(), url));
     if !tls_asked {
-        return redis::Client::open(parsed.as_str()).map_err(open);
+        return Ok((
+            redis::Client::open(parsed.as_str()).map_err(open)?,
+            accepted,
+        ));
     }
     let root_cert = tls.read_cacert().map_err(bad)?;
     let client_tls = tls
@@ -60,12 +79,13 @@ pub(super) fn build(url: &str, described: &str) -> Result<redis::Client> {
             client_cert: id.cert,
             client_key: id.key,
         });
-    redis::Client::build_with_tls(
+    let client = redis::Client::build_with_tls(
         parsed.as_str(),
         redis::TlsCertificates {
             client_tls,
             root_cert,
         },
     )
-    .map_err(open)
+    .map_err(open)?;
+    Ok((client, accepted))
 }

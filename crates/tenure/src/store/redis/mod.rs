@@ -2,6 +2,7 @@
 
 mod batch;
 mod client;
+mod durability;
 mod errors;
 mod fenced;
 mod push;
@@ -60,12 +61,15 @@ const MIN_MAJOR_VERSION: u32 = 5;
 
 impl RedisStore {
     /// Connects, checks that the server is a Redis 5+ with scripting, and
-    /// loads nothing else: there is no schema to create.
+    /// loads nothing else: there is no schema to create. A server that may
+    /// lose acknowledged writes (AOF off, or `appendfsync` other than
+    /// `always`) gets a warning, once per process, unless the URL accepts
+    /// it with `?durability=volatile`.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         crate::names::validate_table_prefix(&options.table_prefix)?;
         super::check_url(url)?;
         let described = super::redact_url(url);
-        let client = client::build(url, &described)?;
+        let (client, accepted) = client::build(url, &described)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(options.connect_timeout))
@@ -105,6 +109,7 @@ impl RedisStore {
             fenced_script: Default::default(),
         };
         store.check_server().await?;
+        durability::check(&store.conn, &store.described, accepted).await;
         Ok(store)
     }
 

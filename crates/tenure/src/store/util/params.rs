@@ -78,9 +78,17 @@ const MYSQL: &[Param] = &[
     secret("ssl-password"),
 ];
 
-/// Redis: the redis crate's `protocol` (a TCP URL's only one) and tenure's
-/// TLS files, named like redis-cli's options.
-const REDIS: &[Param] = &[p("protocol"), p("cacert"), p("cert"), p("key")];
+/// Redis: the redis crate's `protocol` (a TCP URL's only one), tenure's
+/// TLS files, named like redis-cli's options, and tenure's `durability`
+/// (`durability=volatile` accepts a server that may lose acknowledged
+/// writes).
+const REDIS: &[Param] = &[
+    p("protocol"),
+    p("cacert"),
+    p("cert"),
+    p("key"),
+    p("durability"),
+];
 
 /// etcd: tenure's TLS files, named like etcdctl's options.
 const ETCD: &[Param] = &[p("cacert"), p("cert"), p("key")];
