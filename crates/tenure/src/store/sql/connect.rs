@@ -224,7 +224,7 @@ impl SqlStore {
             own = own.in_transactions();
         }
         #[cfg(feature = "postgres")]
-        if dialect == Dialect::Postgres && pooler.push_url.is_none() && !pooler.transaction_mode {
+        if dialect == Dialect::Postgres && pooler.is_direct() {
             // One connection for statements and LISTEN alike.
             let options = driver_url.parse().map_err(|e| Error::InvalidUrl {
                 url: described.clone(),

@@ -229,23 +229,16 @@ impl OneConnection {
     /// The connection for the push listener to wait on, with `LISTEN
     /// channel` sent; opened if it is closed. Whether `LISTEN` was sent
     /// now (a new connection: what was notified before it went unheard).
-    /// `None` where the connection does not listen.
+    /// Only where the connection listens ([`OneConnection::listens`]).
     #[cfg(feature = "postgres")]
-    pub(super) async fn lend_to_listen(
-        &self,
-        channel: &str,
-    ) -> Option<Result<(Lent, bool), sqlx::Error>> {
-        self.listening.as_ref()?;
-        let listened = async {
-            let slot = self.slot.clone().lock_owned().await;
-            let mut lent = self.lent(slot, true).await?;
-            let fresh = match lent.conn().listening() {
-                Some(listening) => listening.listen(channel).await?,
-                None => unreachable!("a listening store opens listening connections"),
-            };
-            Ok((lent, fresh))
+    pub(super) async fn lend_to_listen(&self, channel: &str) -> Result<(Lent, bool), sqlx::Error> {
+        let slot = self.slot.clone().lock_owned().await;
+        let mut lent = self.lent(slot, true).await?;
+        let fresh = match lent.conn().listening() {
+            Some(listening) => listening.listen(channel).await?,
+            None => unreachable!("a listening store opens listening connections"),
         };
-        Some(listened.await)
+        Ok((lent, fresh))
     }
 
     /// Until a statement wants the connection the push listener waits on.

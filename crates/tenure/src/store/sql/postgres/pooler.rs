@@ -34,9 +34,15 @@ impl Pooler {
         !self.transaction_mode || self.push_url.is_some()
     }
 
+    /// Whether the URL declares nothing of a pooler: statements and
+    /// `LISTEN` go to the same server, on the same connection.
+    pub(in crate::store::sql) fn is_direct(&self) -> bool {
+        !self.transaction_mode && self.push_url.is_none()
+    }
+
     /// What `tenure status` says of the pooler; `None` without one.
     pub(in crate::store::sql) fn describe(&self) -> Option<String> {
-        if !self.transaction_mode && self.push_url.is_none() {
+        if self.is_direct() {
             return None;
         }
         let mode = if self.transaction_mode {

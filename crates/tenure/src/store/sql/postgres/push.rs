@@ -252,15 +252,14 @@ impl Listener {
                 continue;
             }
             let (mut lent, fresh) = match self.own.lend_to_listen(&self.channel).await {
-                Some(Ok(listening)) => listening,
-                Some(Err(e)) => {
+                Ok(listening) => listening,
+                Err(e) => {
                     if outage.lost(WHAT, &store, &e) {
                         wake_all(&tx);
                     }
                     tokio::time::sleep(backoff.next_pause()).await;
                     continue;
                 }
-                None => unreachable!("the store's connection listens"),
             };
             let Some(t) = tx.upgrade() else { return };
             if fresh {
