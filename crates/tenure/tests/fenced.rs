@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::Executor;
 use tenure::store::sql::SqlStore;
-use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore, StoreOptions, Tenure};
+use tenure::store::{Acquire, Claim, ElectionKey, History, LeaseStore, StoreOptions, Tenure};
 use tenure_testsupport::servers;
 
 fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
@@ -78,32 +78,60 @@ async fn fenced_work_commits_only_under_the_lease_and_blocks_takeover() {
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await; // past the 300 ms lease
-        let started = Instant::now();
-        let takeover = tokio::spawn({
+        let takeover = |b: SqlStore| {
             let key = key.clone();
-            async move {
-                b.try_acquire(&claim(&key, "b#1", Duration::from_secs(30)))
-                    .await
-                    .map(|r| (r, Instant::now()))
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !takeover.is_finished(),
-            "[{url}] a takeover must wait for the open fenced transaction"
-        );
-        let committed_at = Instant::now();
-        tx.commit().await.unwrap();
-        let (result, done_at) = takeover.await.unwrap().unwrap();
-        assert!(
-            matches!(result, Acquire::Acquired(ref r) if r.term == rec.term + 1),
-            "[{url}] b takes over after the commit: {result:?}"
-        );
-        assert!(
-            done_at >= committed_at,
-            "[{url}] takeover finished before the fenced commit"
-        );
-        assert!(started.elapsed() >= Duration::from_millis(300));
+            tokio::spawn(async move {
+                let result = b
+                    .try_acquire(&claim(&key, "b#1", Duration::from_secs(30)))
+                    .await;
+                (result.map(|r| (r, Instant::now())), b)
+            })
+        };
+        let committed_at;
+        let b = if url.starts_with("sqlite:") {
+            // One writer at a time: the takeover waits for the write lock.
+            let waiting = takeover(b);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                !waiting.is_finished(),
+                "[{url}] a takeover must wait for the open fenced transaction"
+            );
+            committed_at = Instant::now();
+            tx.commit().await.unwrap();
+            let (result, b) = waiting.await.unwrap();
+            let (result, done_at) = result.unwrap();
+            assert!(
+                matches!(result, Acquire::Acquired(ref r) if r.term == rec.term + 1),
+                "[{url}] b takes over after the commit: {result:?}"
+            );
+            assert!(
+                done_at >= committed_at,
+                "[{url}] takeover finished before the fenced commit"
+            );
+            b
+        } else {
+            // The server ends the transaction once it idles past the lease
+            // it began under (MySQL/MariaDB: rounded up to whole seconds):
+            // the work rolls back, and the lease is free.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let refused = tx.commit().await;
+            assert!(
+                refused.is_err(),
+                "[{url}] fenced work idle past its lease must not commit"
+            );
+            committed_at = Instant::now();
+            b
+        };
+        let (result, b) = takeover(b).await.unwrap();
+        let (result, done_at) = result.unwrap();
+        if !url.starts_with("sqlite:") {
+            assert!(
+                matches!(result, Acquire::Acquired(ref r) if r.term == rec.term + 1),
+                "[{url}] b takes over after the work ended: {result:?}"
+            );
+            assert!(done_at >= committed_at);
+        }
+        drop(b);
         // The old leader's fence is now shut.
         assert!(
             matches!(
@@ -380,4 +408,207 @@ async fn fenced_statements_with_parameters_through_a_transaction_pooler() {
         .await
         .unwrap();
     assert_eq!(count, 20);
+}
+
+/// The environment variable that makes [`frozen_holder_process`] the
+/// holder of [`a_holder_frozen_inside_fenced_work_does_not_block_failover`]:
+/// `url|namespace|table`.
+const FROZEN_HOLDER: &str = "TENURE_TEST_FROZEN_HOLDER";
+
+/// The holder process of the frozen-holder test, run by that test as a
+/// child (this test binary, filtered to this test, with [`FROZEN_HOLDER`]
+/// set); without the variable it does nothing. It takes the lease (2 s),
+/// opens fenced work that writes one row, says so, and waits for a line on
+/// stdin (meanwhile the test stops it with SIGSTOP), then tries to commit
+/// and says what came of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_holder_process() {
+    let Ok(spec) = std::env::var(FROZEN_HOLDER) else {
+        return;
+    };
+    let mut parts = spec.split('|');
+    let (url, namespace, table) = (
+        parts.next().unwrap().to_string(),
+        parts.next().unwrap().to_string(),
+        parts.next().unwrap().to_string(),
+    );
+    let store = SqlStore::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let key = ElectionKey::new(namespace, "job");
+    let Acquire::Acquired(rec) = store
+        .try_acquire(&claim(&key, "frozen#1", Duration::from_secs(2)))
+        .await
+        .unwrap()
+    else {
+        panic!("the frozen holder acquires a fresh election");
+    };
+    store.flush().await.unwrap();
+    let tenure = Tenure {
+        key,
+        holder: "frozen#1".into(),
+        term: rec.term,
+    };
+    let mut tx = store.begin_fenced(&tenure).await.unwrap();
+    tx.connection()
+        .execute(format!("INSERT INTO {table} (term) VALUES ({})", rec.term).as_str())
+        .await
+        .unwrap();
+    println!("inside {}", rec.term);
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    match tx.commit().await {
+        Ok(()) => println!("committed"),
+        Err(e) => println!("refused: {e}"),
+    }
+}
+
+/// A leader frozen (SIGSTOP: a paused VM, a debugger, a long GC pause)
+/// while its fenced transaction holds the lease row: the server ends that
+/// transaction by the lease's expiry, a successor takes over within about a
+/// TTL of it, no acquisition waits for the frozen one's lock (each answers
+/// within a second), every term handed out is in the history, and the
+/// frozen work, resumed, commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_frozen_inside_fenced_work_does_not_block_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    // SQLite's write lock is the file's: a frozen holder blocks it (see
+    // the SQLite store's documentation), so only the servers here.
+    let mut urls: Vec<String> = servers::sql_urls(dir.path())
+        .await
+        .into_iter()
+        .filter(|u| !u.starts_with("sqlite:"))
+        .collect();
+    let bouncer = urls
+        .contains(&servers::postgres_url())
+        .then(|| tenure_testsupport::PgBouncer::start_or_skip(&servers::postgres_url(), 4))
+        .flatten();
+    urls.extend(bouncer.as_ref().map(|b| b.url()));
+    for url in urls {
+        frozen_holder_on(&url).await;
+    }
+}
+
+async fn frozen_holder_on(url: &str) {
+    use std::io::{BufRead, Write};
+    let ttl = Duration::from_secs(2);
+    let store = SqlStore::connect(url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let namespace = format!("frozen-{}", rand_suffix());
+    let key = ElectionKey::new(namespace.clone(), "job");
+    let table = format!("frozen_work_{}", rand_suffix());
+    store
+        .pool()
+        .execute(format!("CREATE TABLE {table} (term BIGINT NOT NULL)").as_str())
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "frozen_holder_process", "--nocapture"])
+        .env(FROZEN_HOLDER, format!("{url}|{namespace}|{table}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    // A failed assertion must not leave the holder stopped, its
+    // transaction open: SIGKILL ends a stopped process too.
+    struct KillOnDrop(libc::pid_t);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on this test's own child.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let _kill = KillOnDrop(pid);
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let next_line = |what: &[&str]| loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("[{url}] the holder never said {what:?}"));
+        if what.iter().any(|w| line.starts_with(w)) {
+            return line;
+        }
+    };
+    let inside = next_line(&["inside"]);
+    let held_term: u64 = inside["inside ".len()..].parse().unwrap();
+    // SAFETY: kill(2) on this test's own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let frozen_at = Instant::now();
+
+    // Campaign as a follower would, at a tenth of a TTL.
+    let bound = ttl * 3;
+    let taken = loop {
+        let asked = Instant::now();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(5),
+            store.try_acquire(&claim(&key, "live#1", ttl)),
+        )
+        .await;
+        let waited = asked.elapsed();
+        // MySQL's and MariaDB's lock waits are a second; PostgreSQL's none.
+        assert!(
+            waited < Duration::from_millis(1_500),
+            "[{url}] an acquisition waited {waited:?} behind the frozen holder's lock"
+        );
+        match answer.unwrap() {
+            Ok(Acquire::Acquired(rec)) => break rec,
+            Ok(Acquire::Held(_)) | Err(_) => {}
+        }
+        assert!(
+            frozen_at.elapsed() < bound,
+            "[{url}] no takeover {:?} after the holder froze (TTL {ttl:?})",
+            frozen_at.elapsed()
+        );
+        tokio::time::sleep(ttl / 10).await;
+    };
+    println!(
+        "[{url}] taken over {:?} after the holder froze (TTL {ttl:?})",
+        frozen_at.elapsed()
+    );
+    assert_eq!(
+        taken.term,
+        held_term + 1,
+        "[{url}] no term was handed out in between"
+    );
+    store.flush().await.unwrap();
+    let history = store.history(&key, 10).await.unwrap();
+    let terms: Vec<u64> = history.iter().map(|h| h.term).collect();
+    assert_eq!(
+        terms,
+        vec![taken.term, held_term],
+        "[{url}] every term is in the history: {history:?}"
+    );
+
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    child.stdin.take().unwrap().write_all(b"commit\n").unwrap();
+    let outcome = next_line(&["committed", "refused"]);
+    assert!(
+        outcome.starts_with("refused"),
+        "[{url}] the frozen work must not commit after the takeover: {outcome}"
+    );
+    let _ = child.wait();
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        rows, 0,
+        "[{url}] nothing of the frozen work is in the table"
+    );
+    store
+        .pool()
+        .execute(format!("DROP TABLE {table}").as_str())
+        .await
+        .unwrap();
 }

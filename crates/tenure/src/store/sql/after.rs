@@ -107,6 +107,24 @@ impl After {
     /// one if it expired (a release or hand-over closed it already). Best
     /// effort: the history is for people, leadership does not depend on it.
     async fn record_start(&self, conn: &mut super::conn::Conn, rec: &LeaseRecord) {
+        if !self.statements.acquire_records_start {
+            self.record_start_and_expiry(conn, rec).await;
+        }
+        // Trim now and then, not on every acquisition.
+        let keep = self.history_retention;
+        if rec.term % 16 == 0 && rec.term > keep {
+            let _ = sqlx::query(&sent(self.dialect, &self.statements.trim_history))
+                .bind(rec.key.namespace.as_str())
+                .bind(rec.key.election.as_str())
+                .bind(term_i64(rec.term - keep))
+                .execute(&mut *conn)
+                .await;
+        }
+    }
+
+    /// The history rows of an acquisition, where its statement did not
+    /// write them itself.
+    async fn record_start_and_expiry(&self, conn: &mut super::conn::Conn, rec: &LeaseRecord) {
         let holder = rec.holder.clone().unwrap_or_default();
         let inserted = sqlx::query(&sent(self.dialect, &self.statements.insert_history))
             .bind(rec.key.namespace.as_str())
@@ -136,16 +154,6 @@ impl After {
             if let Err(e) = closed {
                 tracing::debug!("recording history failed: {e}");
             }
-        }
-        // Trim now and then, not on every acquisition.
-        let keep = self.history_retention;
-        if rec.term % 16 == 0 && rec.term > keep {
-            let _ = sqlx::query(&sent(self.dialect, &self.statements.trim_history))
-                .bind(rec.key.namespace.as_str())
-                .bind(rec.key.election.as_str())
-                .bind(term_i64(rec.term - keep))
-                .execute(&mut *conn)
-                .await;
         }
     }
 

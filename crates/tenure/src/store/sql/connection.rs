@@ -71,6 +71,9 @@ pub(super) struct OneConnection {
     /// Whether each lend runs in a transaction of its own (see
     /// [`OneConnection::in_transactions`]).
     in_transactions: bool,
+    /// Run on every connection it opens (see
+    /// [`OneConnection::with_session`]).
+    session: Option<&'static str>,
     /// PostgreSQL: connections are opened as listeners with these options
     /// ([`OneConnection::listening_on`]).
     #[cfg(feature = "postgres")]
@@ -156,6 +159,7 @@ impl OneConnection {
         Self {
             pool,
             in_transactions: false,
+            session: None,
             #[cfg(feature = "postgres")]
             listening: None,
             slot: Arc::default(),
@@ -170,6 +174,15 @@ impl OneConnection {
     #[cfg(feature = "postgres")]
     pub(super) fn listening_on(mut self, options: sqlx::postgres::PgConnectOptions) -> Self {
         self.listening = Some(options);
+        self
+    }
+
+    /// Runs `sql` on each connection as it opens: the session settings the
+    /// store's statements rely on (MySQL's bound on lock waits). The
+    /// connection never returns to the pool, so they never reach the
+    /// application's statements.
+    pub(super) fn with_session(mut self, sql: Option<&'static str>) -> Self {
+        self.session = sql;
         self
     }
 
@@ -316,7 +329,11 @@ impl OneConnection {
             return Ok(Conn::Listening(Box::new(listening)));
         }
         let _ = listening;
-        Ok(Conn::Any(self.pool.acquire().await?.detach()))
+        let mut conn = self.pool.acquire().await?.detach();
+        if let Some(sql) = self.session {
+            sqlx::Executor::execute(&mut conn, sql).await?;
+        }
+        Ok(Conn::Any(conn))
     }
 
     /// This process now holds a lease of `key`: keep the connection open.
@@ -396,6 +413,17 @@ impl Lent {
         }
         self.kept = true;
         Ok(())
+    }
+
+    /// After a statement the server refused (the connection itself is
+    /// fine): keeps the connection, unless the lend is a transaction,
+    /// which the refusal aborted and which can no longer drop what it
+    /// prepared: that connection is closed.
+    pub(super) async fn keep_after_refusal(self) -> Result<(), sqlx::Error> {
+        if self.in_transaction {
+            return Ok(());
+        }
+        self.keep().await
     }
 
     /// `result`, keeping the connection if it is `Ok` (and committing, see

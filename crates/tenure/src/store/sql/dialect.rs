@@ -146,6 +146,55 @@ pub(super) trait Spelling: Sync {
         " FOR UPDATE"
     }
 
+    /// A condition of the acquiring `UPDATE` of `table` that takes the
+    /// lease row's lock without waiting for it, failing the statement at
+    /// once if another transaction holds it; `None` where the database
+    /// bounds the wait otherwise ([`own_session`](Self::own_session)) or
+    /// has one writer at a time (SQLite). An acquisition must not queue
+    /// behind a lock a frozen leader's fenced transaction holds: its
+    /// client gives up while the statement still waits, and the statement
+    /// would later take a term nobody hears of.
+    fn lock_row_nowait(&self, _table: &str) -> Option<String> {
+        None
+    }
+
+    /// The acquiring `UPDATE` (as [`update`](Self::update) builds it,
+    /// `returning` the record) writing the start of the term it hands
+    /// out, and the end of the expired term before it, into `history` in
+    /// the same statement, where the database can: a term is then taken
+    /// only with its history row. `None`: the history follows in
+    /// statements of its own (`after.rs`).
+    fn update_recording_start(
+        &self,
+        _table: &str,
+        _set: &str,
+        _filter: &str,
+        _returning: &str,
+        _history: &str,
+    ) -> Option<String> {
+        None
+    }
+
+    /// The statement run on each connection of the store's own
+    /// (`connection.rs`) as it opens, if any.
+    fn own_session(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Bounds the open transaction on the server side to `ms`
+    /// milliseconds (the lease time left, by the server's clock), so that
+    /// the server ends it even if its client never returns (frozen by a
+    /// debugger, a VM pause, SIGSTOP); `None` where the database cannot.
+    fn bound_transaction(&self, _ms: u64) -> Option<String> {
+        None
+    }
+
+    /// Undoes [`bound_transaction`](Self::bound_transaction) after the
+    /// transaction ends, where its settings outlive it.
+    fn unbound_transaction(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The column types of the tables.
     fn column_types(&self, server: ServerKind) -> ColumnTypes;
 
@@ -222,6 +271,40 @@ impl Dialect {
     /// Row-lock suffix for a fencing read.
     pub(super) fn for_update(self) -> &'static str {
         self.spelling().for_update()
+    }
+
+    /// See [`Spelling::lock_row_nowait`].
+    pub(super) fn lock_row_nowait(self, table: &str) -> Option<String> {
+        self.spelling().lock_row_nowait(table)
+    }
+
+    /// See [`Spelling::update_recording_start`].
+    pub(super) fn update_recording_start(
+        self,
+        table: &str,
+        set: &str,
+        filter: &str,
+        returning: &str,
+        history: &str,
+    ) -> Option<String> {
+        self.spelling()
+            .update_recording_start(table, set, filter, returning, history)
+            .map(|sql| self.finish(sql))
+    }
+
+    /// See [`Spelling::own_session`].
+    pub(super) fn own_session(self) -> Option<&'static str> {
+        self.spelling().own_session()
+    }
+
+    /// See [`Spelling::bound_transaction`].
+    pub(super) fn bound_transaction(self, ms: u64) -> Option<String> {
+        self.spelling().bound_transaction(ms)
+    }
+
+    /// See [`Spelling::unbound_transaction`].
+    pub(super) fn unbound_transaction(self) -> Option<&'static str> {
+        self.spelling().unbound_transaction()
     }
 
     /// Rewrites `?` placeholders as `$1, $2, ...` where the database numbers

@@ -27,6 +27,16 @@ pub(crate) fn mysql_number(e: &sqlx::Error) -> Option<u16> {
     db_code(e).and_then(|(_, number, _)| number)
 }
 
+/// Whether `e` says a row lock was not had: PostgreSQL's `NOWAIT`
+/// (`55P03`), MySQL's and MariaDB's lock wait timeout (1205) or `NOWAIT`
+/// (3572).
+pub(crate) fn is_lock_not_had(e: &sqlx::Error) -> bool {
+    match db_code(e) {
+        Some((code, number, _)) => code == "55P03" || matches!(number, Some(1205 | 3572)),
+        None => false,
+    }
+}
+
 pub(crate) fn is_missing_table(e: &sqlx::Error) -> bool {
     match db_code(e) {
         Some((code, number, msg)) => {

@@ -6,10 +6,19 @@
 //! lease by the server's clock and locks its row before any work, so a takeover
 //! (which must update that row) cannot commit until the work has committed or
 //! rolled back.
+//!
+//! A leader frozen inside that transaction (a debugger, a VM pause, SIGSTOP)
+//! would keep the row locked, and every takeover waiting, until it woke. The
+//! transaction is therefore bounded on the server side by the lease time
+//! left when it began (`Spelling::bound_transaction`): PostgreSQL ends a
+//! statement running longer, or the session idle inside the transaction
+//! longer; MySQL and MariaDB close a connection idle longer (whole seconds).
+//! The renewals of the lease wait for the row too, so the lease cannot
+//! outlast that bound while the work is open.
 
 use sqlx::any::Any;
 use sqlx::pool::PoolConnection;
-use sqlx::{AnyConnection, Executor};
+use sqlx::{AnyConnection, Executor, Row};
 
 use super::statements::{bind_tenure, sent};
 use super::SqlStore;
@@ -23,6 +32,15 @@ use crate::store::Tenure;
 /// [`connection`](Self::connection), then [`commit`](Self::commit). Do not
 /// issue `BEGIN`/`COMMIT` yourself. Dropping it without committing rolls the
 /// work back (the connection is closed, not reused).
+///
+/// Finish within the lease time left when it began: the lease's renewals
+/// wait for its row while the transaction holds it, and the server ends a
+/// transaction that outlasts that time. On PostgreSQL a statement running
+/// longer is cancelled and a transaction idle longer ends with its session;
+/// on MySQL/MariaDB a connection idle longer (whole seconds, rounded up) is
+/// closed. Either way the work rolls back and the commit fails. So a leader
+/// frozen inside the transaction (a debugger, a VM pause) holds failover
+/// back by that time at most. SQLite cannot bound it: see its store's docs.
 ///
 /// Statements go through sqlx's `Any` driver: write SQL every database you
 /// deploy on accepts (or branch on [`SqlStore::backend`]), with `?` or `$1`
@@ -50,6 +68,9 @@ pub struct FencedTransaction {
     /// before it commits: the server connection serves another client
     /// next.
     forget_prepared: bool,
+    /// Run after the transaction ends, where the server-side bound set at
+    /// its start outlives it (MySQL's session variables).
+    unbound: Option<&'static str>,
 }
 
 pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTransaction> {
@@ -63,6 +84,7 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
         finished: false,
         store: store.described.clone(),
         forget_prepared: store.pooler.transaction_mode,
+        unbound: None,
     };
     // Through a transaction pooler, what another client left prepared on
     // this server connection could collide with the names sqlx gives: it
@@ -80,12 +102,21 @@ pub(super) async fn begin(store: &SqlStore, tenure: &Tenure) -> Result<FencedTra
     .fetch_optional(tx.connection())
     .await
     .map_err(|e| store.wrap(e))?;
-    if held.is_none() {
+    let Some(held) = held else {
         tx.rollback().await?;
         return Err(Error::NotLeader {
             election: tenure.key.to_string(),
         });
+    };
+    let left_us: i64 = held.try_get(1).map_err(|e| store.wrap(e))?;
+    let left_ms = u64::try_from(left_us).unwrap_or(0).div_ceil(1000).max(1);
+    if let Some(bound) = store.dialect.bound_transaction(left_ms) {
+        tx.conn
+            .execute(bound.as_str())
+            .await
+            .map_err(|e| store.wrap(e))?;
     }
+    tx.unbound = store.dialect.unbound_transaction();
     Ok(tx)
 }
 
@@ -154,7 +185,14 @@ impl FencedTransaction {
         } else {
             self.conn.execute(stmt).await
         };
-        // On failure the transaction state is unknown: Drop closes the connection.
+        // The pooled connection must not keep the bound: the application's
+        // statements on the pool would inherit it.
+        let result = match (result, self.unbound) {
+            (Ok(_), Some(unbound)) => self.conn.execute(unbound).await.map(|_| ()),
+            (result, _) => result.map(|_| ()),
+        };
+        // On failure the transaction state (or the session's) is unknown:
+        // Drop closes the connection.
         self.finished = result.is_ok();
         result.map(|_| ()).map_err(|e| Error::Unavailable {
             source: None,

@@ -51,6 +51,9 @@ const MEMBER_COLUMNS: &str =
 #[derive(Debug)]
 pub(super) struct Statements {
     pub(super) acquire: String,
+    /// Whether [`acquire`](Self::acquire) writes the history of the term
+    /// it hands out itself (`Spelling::update_recording_start`).
+    pub(super) acquire_records_start: bool,
     /// The one-lease renewal, which only the `renew-unchecked` build sends:
     /// every other build renews through the batcher (`batch.rs`).
     pub(super) renew_unchecked: Option<String>,
@@ -102,25 +105,31 @@ impl Statements {
         // A row whose term or version no version of tenure writes (see
         // `store::check_lease`) is never acquired: its read reports it.
         let max = crate::store::MAX_TERM;
-        Self {
-            // MySQL evaluates SET left to right on updated values, so everything
-            // that reads the old row comes first.
-            acquire: dialect.update(
-                &t,
-                "start_reason = CASE WHEN term = 0 THEN 'first' \
+        // MySQL evaluates SET left to right on updated values, so everything
+        // that reads the old row comes first.
+        let acquire_set = "start_reason = CASE WHEN term = 0 THEN 'first' \
                    WHEN holder = '' AND handover_reason <> '' THEN handover_reason \
                    WHEN holder = '' THEN 'release' ELSE 'expiry' END, \
                  prev_holder = holder, prev_expires_us = expires_us, \
                  handover_to = '', handover_until_us = 0, handover_reason = '', \
                  holder = ?, metadata = ?, term = term + 1, version = version + 1, ttl_us = ?, \
-                 acquired_us = {now}, renewed_us = {now}, expires_us = {now} + ?",
-                &format!(
-                    "{key} AND (holder = '' OR expires_us <= {{now}}) \
-                     AND term >= 0 AND term < {max} AND version >= 0 AND version < {max} \
-                     AND (handover_to = '' OR handover_to = '*' OR handover_to = ? OR handover_until_us <= {{now}})"
-                ),
-                returning,
-            ),
+                 acquired_us = {now}, renewed_us = {now}, expires_us = {now} + ?";
+        let mut acquire_filter = format!(
+            "{key} AND (holder = '' OR expires_us <= {{now}}) \
+             AND term >= 0 AND term < {max} AND version >= 0 AND version < {max} \
+             AND (handover_to = '' OR handover_to = '*' OR handover_to = ? OR handover_until_us <= {{now}})"
+        );
+        if let Some(nowait) = dialect.lock_row_nowait(&t) {
+            acquire_filter = format!("{acquire_filter} AND {nowait}");
+        }
+        let recorded =
+            dialect.update_recording_start(&t, acquire_set, &acquire_filter, RECORD_COLUMNS, &h);
+        let acquire_records_start = recorded.is_some();
+        Self {
+            acquire: recorded.unwrap_or_else(|| {
+                dialect.update(&t, acquire_set, &acquire_filter, returning)
+            }),
+            acquire_records_start,
             // The renew-unchecked bug's one SQL hook: a renewal without the
             // holder/term/expiry check.
             renew_unchecked: crate::bugs::active(crate::bugs::Bug::RenewUnchecked).then(|| {
@@ -205,7 +214,7 @@ impl Statements {
             trim_history: dialect.delete(&h, &format!("{key} AND term <= ?")),
             fence: dialect.select(
                 &t,
-                "term",
+                "term, expires_us - {now} AS left_us",
                 &format!("{key} AND holder = ? AND term = ? AND expires_us > {{now}}"),
                 dialect.for_update(),
             ),

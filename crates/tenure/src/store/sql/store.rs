@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use super::after::AfterJob;
 use super::connection::OnOwn;
 use super::decode::{decode_history, decode_member, decode_record};
+use super::errors::is_lock_not_had;
 use super::statements::{bind_member, bind_tenure, duration_us, sent};
 use super::SqlStore;
 use crate::error::Result;
@@ -79,11 +80,24 @@ impl SqlStore {
             .bind(claim.key.namespace.as_str())
             .bind(claim.key.election.as_str())
             .bind(identity_of(&claim.holder));
+        // Another transaction holds the row (a leader's fenced work): not
+        // acquired, and the caller reads who holds it.
         if self.dialect.has_update_returning() {
-            let row = q.fetch_optional(lent.conn()).await;
-            return self.kept(lent, self.record(row)).await;
+            return match q.fetch_optional(lent.conn()).await {
+                Err(e) if is_lock_not_had(&e) => {
+                    lent.keep_after_refusal().await.map_err(|e| self.wrap(e))?;
+                    Ok(None)
+                }
+                row => self.kept(lent, self.record(row)).await,
+            };
         }
-        let done = q.execute(lent.conn()).await.map_err(|e| self.wrap(e))?;
+        let done = match q.execute(lent.conn()).await {
+            Err(e) if is_lock_not_had(&e) => {
+                lent.keep_after_refusal().await.map_err(|e| self.wrap(e))?;
+                return Ok(None);
+            }
+            done => done.map_err(|e| self.wrap(e))?,
+        };
         if done.rows_affected() == 0 {
             self.kept(lent, Ok(())).await?;
             return Ok(None);

@@ -121,6 +121,29 @@ impl Spelling for MySql {
         "START TRANSACTION"
     }
 
+    /// The store's statements wait at most a second for a row lock (the
+    /// server's default is 50; a second is MySQL's least): an acquisition
+    /// must not queue behind a frozen leader's fenced transaction, while
+    /// the others ride out a lock held for a statement or two (two first
+    /// writes of one run record, a renewal beside fenced work).
+    fn own_session(&self) -> Option<&'static str> {
+        Some("SET SESSION innodb_lock_wait_timeout = 1")
+    }
+
+    /// The session's idle limit (`wait_timeout`: the server closes a
+    /// connection idle that long, rolling its transaction back) and lock
+    /// waits, in whole seconds, rounded up.
+    fn bound_transaction(&self, ms: u64) -> Option<String> {
+        let s = ms.div_ceil(1000).max(1);
+        Some(format!(
+            "SET SESSION wait_timeout = {s}, innodb_lock_wait_timeout = {s}"
+        ))
+    }
+
+    fn unbound_transaction(&self) -> Option<&'static str> {
+        Some("SET SESSION wait_timeout = DEFAULT, innodb_lock_wait_timeout = DEFAULT")
+    }
+
     fn column_types(&self, server: ServerKind) -> ColumnTypes {
         ColumnTypes {
             key: varchar(255, server),

@@ -54,6 +54,49 @@ impl Spelling for Postgres {
         ))
     }
 
+    fn lock_row_nowait(&self, table: &str) -> Option<String> {
+        Some(format!(
+            "EXISTS (SELECT 1 FROM {table} AS locked WHERE locked.namespace = {table}.namespace \
+             AND locked.election = {table}.election FOR UPDATE NOWAIT)"
+        ))
+    }
+
+    /// Data-modifying CTEs beside the `UPDATE`: they see what it returns,
+    /// and commit or roll back with it.
+    fn update_recording_start(
+        &self,
+        table: &str,
+        set: &str,
+        filter: &str,
+        returning: &str,
+        history: &str,
+    ) -> Option<String> {
+        Some(format!(
+            "{}, won AS (UPDATE {table} SET {set} FROM c WHERE {filter} RETURNING {returning}), \
+             started AS (INSERT INTO {history} (namespace, election, term, holder, start_reason, start_us) \
+               SELECT namespace, election, term, holder, start_reason, acquired_us FROM won \
+               ON CONFLICT DO NOTHING), \
+             expired AS (UPDATE {history} AS h SET end_us = won.prev_expires_us, end_reason = '{expired}' \
+               FROM won WHERE h.namespace = won.namespace AND h.election = won.election \
+               AND h.term = won.term - 1 AND h.end_us = 0 AND won.prev_holder <> '') \
+             SELECT * FROM won",
+            WITH_NOW.trim_end(),
+            expired = crate::store::EndReason::Expired.as_str(),
+        ))
+    }
+
+    /// `SET LOCAL` of every timeout the server has that ends a
+    /// transaction whose client went quiet: a statement running longer,
+    /// the client idle inside the transaction, and (PostgreSQL 17) the
+    /// transaction as a whole. `set_config` rather than `SET LOCAL`, so
+    /// that a server without `transaction_timeout` sets the others.
+    fn bound_transaction(&self, ms: u64) -> Option<String> {
+        Some(format!(
+            "SELECT set_config(name, '{ms}', true) FROM pg_settings WHERE name IN \
+             ('statement_timeout', 'idle_in_transaction_session_timeout', 'transaction_timeout')"
+        ))
+    }
+
     fn select(&self, table: &str, columns: &str, filter: &str, suffix: &str) -> String {
         format!("{WITH_NOW}SELECT {columns} FROM {table}, c WHERE {filter}{suffix}")
     }
