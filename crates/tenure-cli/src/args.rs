@@ -377,6 +377,9 @@ pub struct HttpLimitArgs {
     /// Close a connection whose client has taken no byte of an answer for this long (e.g. an event stream nobody reads).
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub write_timeout: Duration,
+    /// Elections with /metrics series of their own (leader present, term, lease left, leader changes, leader); those seen after them are only counted (tenure_elections_unexported, ..._without_leader).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub metrics_elections: usize,
 }
 
 #[derive(Debug, Args)]

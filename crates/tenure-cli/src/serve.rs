@@ -86,7 +86,9 @@ fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// The server's limits from the command line; zero values are usage errors.
+/// The server's limits from the command line; zero values are usage
+/// errors. Also sets the process's cap on elections with metric series of
+/// their own.
 pub fn limits(a: &HttpLimitArgs) -> Result<tenure::http::Limits, Failure> {
     let mut l = tenure::http::Limits::default();
     if let Some(n) = a.max_connections {
@@ -114,6 +116,7 @@ pub fn limits(a: &HttpLimitArgs) -> Result<tenure::http::Limits, Failure> {
             )));
         }
     }
+    tenure::observe::set_metrics_election_cap(a.metrics_elections);
     Ok(l.header_timeout(a.header_timeout)
         .write_timeout(a.write_timeout))
 }

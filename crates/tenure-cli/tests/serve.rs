@@ -987,3 +987,123 @@ fn serve_sse_clients_leave_nothing_behind() {
         "RSS grew from {before} kB to {after} kB over 1,000 SSE cycles"
     );
 }
+
+/// The value of the series `name` whose labels include every one of
+/// `labels` (`key="value"`).
+fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix('{')?;
+        let (set, value) = rest.split_once('}')?;
+        labels
+            .iter()
+            .all(|want| set.split(',').any(|have| have == *want))
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// A central `tenure serve` (no `--election`) on a store with three
+/// elections, one of them without a leader: `/metrics` says which has a
+/// leader, who, under which term and with how much lease left, and counts
+/// the change when a leader goes; with `--metrics-elections 2` the third
+/// election is only counted, as one without a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_central_metrics_name_the_leaderless_election() {
+    use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore, Tenure};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = tenure::store::connect(&url, &Default::default())
+        .await
+        .expect("store");
+    let take = |election: &str, holder: &str| {
+        let (store, key, holder) = (
+            store.clone(),
+            ElectionKey::new("ops", election),
+            holder.to_string(),
+        );
+        async move {
+            let claim = Claim {
+                key: key.clone(),
+                holder: holder.clone(),
+                metadata: String::new(),
+                ttl: Duration::from_secs(60),
+            };
+            let Acquire::Acquired(rec) = store.try_acquire(&claim).await.expect("acquire") else {
+                panic!("{key} is free");
+            };
+            Tenure {
+                key,
+                holder,
+                term: rec.term,
+            }
+        }
+    };
+    let alpha = take("a-billing", "alpha#1").await;
+    take("b-mailer", "beta#1").await;
+    let gone = take("c-reports", "gamma#1").await;
+    assert!(store.release(&gone).await.expect("release"));
+
+    let s = serve(dir.path(), None, &["--store", &url]);
+    let m = get(&s.addr, "/metrics").1;
+    let present = |m: &str, e: &str| {
+        series(
+            m,
+            "tenure_election_leader_present",
+            &[r#"namespace="ops""#, &format!(r#"election="{e}""#)],
+        )
+    };
+    assert_eq!(present(&m, "a-billing"), Some(1.0), "{m}");
+    assert_eq!(present(&m, "b-mailer"), Some(1.0), "{m}");
+    assert_eq!(present(&m, "c-reports"), Some(0.0), "{m}");
+    let info = |m: &str, e: &str, who: &str| {
+        series(
+            m,
+            "tenure_election_leader_info",
+            &[&format!(r#"election="{e}""#), &format!(r#"leader="{who}""#)],
+        )
+    };
+    assert_eq!(info(&m, "a-billing", "alpha"), Some(1.0), "{m}");
+    assert_eq!(
+        series(&m, "tenure_election_term", &[r#"election="b-mailer""#]),
+        Some(1.0),
+        "{m}"
+    );
+    let left = series(
+        &m,
+        "tenure_election_lease_remaining_seconds",
+        &[r#"election="a-billing""#],
+    )
+    .expect("lease left");
+    assert!(left > 50.0 && left <= 60.0, "{left}");
+    assert!(m.contains("tenure_elections_observed 3"), "{m}");
+
+    // The leader of a-billing goes: no leader, one change, alpha no more.
+    assert!(store.release(&alpha).await.expect("release"));
+    let m = get(&s.addr, "/metrics").1;
+    assert_eq!(present(&m, "a-billing"), Some(0.0), "{m}");
+    assert_eq!(info(&m, "a-billing", "alpha"), Some(0.0), "{m}");
+    assert_eq!(
+        series(
+            &m,
+            "tenure_election_leader_changes_total",
+            &[r#"election="a-billing""#]
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    drop(s);
+
+    // Two elections' series at most: the third is counted, leaderless.
+    let s = serve(
+        dir.path(),
+        None,
+        &["--store", &url, "--metrics-elections", "2"],
+    );
+    let m = get(&s.addr, "/metrics").1;
+    assert_eq!(present(&m, "c-reports"), None, "{m}");
+    assert!(m.contains("tenure_elections_unexported 1"), "{m}");
+    assert!(
+        m.contains("tenure_elections_unexported_without_leader 1"),
+        "{m}"
+    );
+}

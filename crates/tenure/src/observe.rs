@@ -145,6 +145,21 @@ enum Seen {
     NoLeader { last_term: u64 },
 }
 
+/// How many elections get metric series of their own (leader present,
+/// term, lease left, leader changes, leader identity; see the list in the
+/// crate's metrics documentation) in this process; the ones seen after
+/// that many are counted together (`tenure_elections_unexported`,
+/// `tenure_elections_unexported_without_leader`), so that a store with
+/// many elections cannot swamp a metrics backend. 1,000 by default; set it
+/// before the first read.
+///
+/// ```
+/// tenure::observe::set_metrics_election_cap(50);
+/// ```
+pub fn set_metrics_election_cap(cap: usize) {
+    crate::telemetry::set_election_cap(cap);
+}
+
 fn seen(rec: Option<&LeaseRecord>) -> Seen {
     match rec {
         Some(r) if r.is_held() => Seen::Leader {
@@ -245,6 +260,7 @@ async fn run(
                 };
                 let mut free: HashSet<ElectionKey> = HashSet::new();
                 for (key, rec) in rows {
+                    crate::telemetry::observed(&key, rec.as_ref());
                     match rec.as_ref().filter(|r| r.is_held()) {
                         // Wake when this lease is due to expire, to report it at once.
                         Some(r) => wait = wait.min(r.remaining + Duration::from_millis(2)),

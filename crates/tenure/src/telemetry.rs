@@ -35,13 +35,36 @@
 //!   A store registers these when it is built, with the recorder current
 //!   then.
 //!
+//!
+//! Every election a process reads the lease of as an observer (the HTTP
+//! API's election reads, one of which precedes every `GET /metrics` answer;
+//! [`observe`](crate::observe::observe)), whether or not it campaigns:
+//! - `tenure_election_leader_present{namespace,election}`: 1 while the
+//!   lease is held and unexpired as last read, else 0;
+//! - `tenure_election_term{namespace,election}`: the term as last read;
+//! - `tenure_election_lease_remaining_seconds{namespace,election}`: the
+//!   lease time left as last read (0 without a leader);
+//! - `tenure_election_leader_changes_total{namespace,election}`: changes of
+//!   leader (a new term, or no leader after one) seen after the first read;
+//! - `tenure_election_leader_info{namespace,election,leader}`: 1 for the
+//!   leader's identity as last read, 0 for identities that led before;
+//! - `tenure_elections_observed`: elections seen; past
+//!   [`set_metrics_election_cap`](crate::observe::set_metrics_election_cap)
+//!   (1,000 by default) the later ones get no series of their own, and
+//!   `tenure_elections_unexported` and
+//!   `tenure_elections_unexported_without_leader` count them instead.
+//!
 //! [`Elector::members`]: crate::Elector::members
 //!
-//! Labels are names only: never a URL, never a holder id.
+//! Labels are names only: never a URL, never a holder id (an identity is
+//! a name).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::store::record::{ElectionKey, MemberRecord};
+use crate::store::record::{ElectionKey, LeaseRecord, MemberRecord};
 
 fn labels(key: &ElectionKey) -> [(&'static str, String); 2] {
     [
@@ -100,4 +123,137 @@ pub(crate) fn members(key: &ElectionKey, members: &[MemberRecord]) {
 #[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
 pub(crate) fn push_up(channel: &'static str, up: bool) {
     metrics::gauge!("tenure_push_up", "channel" => channel).set(if up { 1.0 } else { 0.0 });
+}
+
+/// How many elections get series of their own by default; see
+/// [`set_metrics_election_cap`](crate::observe::set_metrics_election_cap).
+pub(crate) const DEFAULT_ELECTION_CAP: usize = 1_000;
+
+static ELECTION_CAP: AtomicUsize = AtomicUsize::new(DEFAULT_ELECTION_CAP);
+
+/// See [`set_metrics_election_cap`](crate::observe::set_metrics_election_cap).
+pub(crate) fn set_election_cap(cap: usize) {
+    ELECTION_CAP.store(cap, Ordering::Relaxed);
+}
+
+/// What [`observed`] last recorded of one election.
+struct Observed {
+    term: u64,
+    /// The leader's identity, if the lease was held.
+    leader: Option<String>,
+    /// Whether it has series of its own (it came within the cap).
+    exported: bool,
+}
+
+/// Every election observed in this process, and how many of those beyond
+/// the cap had no leader at their last read.
+#[derive(Default)]
+struct ObservedElections {
+    elections: HashMap<ElectionKey, Observed>,
+    unexported: usize,
+    unexported_without_leader: usize,
+}
+
+fn observed_elections() -> std::sync::MutexGuard<'static, ObservedElections> {
+    static OBSERVED: OnceLock<Mutex<ObservedElections>> = OnceLock::new();
+    OBSERVED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// An observer's read of `key`'s lease (`None`: no lease row).
+pub(crate) fn observed(key: &ElectionKey, rec: Option<&LeaseRecord>) {
+    let leader = rec
+        .and_then(|r| r.live_holder())
+        .map(|h| crate::store::identity_of(h).to_string());
+    let term = rec.map_or(0, |r| r.term);
+    let left = match rec {
+        Some(r) if leader.is_some() => r.remaining.as_secs_f64(),
+        _ => 0.0,
+    };
+    let mut all = observed_elections();
+    let cap = ELECTION_CAP.load(Ordering::Relaxed);
+    let seen = all.elections.len();
+    let all = &mut *all;
+    let (was, exported) = match all.elections.get_mut(key) {
+        Some(o) => {
+            let was = (o.term, o.leader.take());
+            o.term = term;
+            o.leader = leader.clone();
+            (Some(was), o.exported)
+        }
+        None => {
+            let exported = seen < cap;
+            all.elections.insert(
+                key.clone(),
+                Observed {
+                    term,
+                    leader: leader.clone(),
+                    exported,
+                },
+            );
+            if !exported {
+                all.unexported += 1;
+            }
+            metrics::gauge!("tenure_elections_observed").set(all.elections.len() as f64);
+            (None, exported)
+        }
+    };
+    if !exported {
+        let had_leader = match &was {
+            Some((_, l)) => l.is_some(),
+            // A new one counts as without a leader until now.
+            None => {
+                all.unexported_without_leader += 1;
+                false
+            }
+        };
+        match (had_leader, leader.is_some()) {
+            (true, false) => all.unexported_without_leader += 1,
+            (false, true) => all.unexported_without_leader -= 1,
+            _ => {}
+        }
+        metrics::gauge!("tenure_elections_unexported").set(all.unexported as f64);
+        metrics::gauge!("tenure_elections_unexported_without_leader")
+            .set(all.unexported_without_leader as f64);
+        return;
+    }
+    let l = labels(key);
+    metrics::gauge!("tenure_election_leader_present", &l).set(if leader.is_some() {
+        1.0
+    } else {
+        0.0
+    });
+    metrics::gauge!("tenure_election_term", &l).set(term as f64);
+    metrics::gauge!("tenure_election_lease_remaining_seconds", &l).set(left);
+    let changes = metrics::counter!("tenure_election_leader_changes_total", &l);
+    let info = |who: &str, v: f64| {
+        metrics::gauge!(
+            "tenure_election_leader_info",
+            "namespace" => key.namespace.clone(),
+            "election" => key.election.clone(),
+            "leader" => who.to_string()
+        )
+        .set(v);
+    };
+    match was {
+        None => changes.increment(0),
+        Some((was_term, was_leader)) => {
+            let changed = match (&was_leader, &leader) {
+                (Some(_), None) => true,
+                (_, Some(_)) => was_term != term || was_leader != leader,
+                (None, None) => false,
+            };
+            if changed {
+                changes.increment(1);
+            }
+            if let Some(old) = was_leader.filter(|old| Some(old) != leader.as_ref()) {
+                info(&old, 0.0);
+            }
+        }
+    }
+    if let Some(now) = &leader {
+        info(now, 1.0);
+    }
 }

@@ -165,3 +165,63 @@ async fn push_channel_state_is_a_gauge() {
         }
     }
 }
+
+/// The library's observer records what it reads of each election it
+/// watches, without campaigning: leader present, term, leader identity,
+/// and the change when the leader goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_records_the_elections_it_watches() {
+    use tenure::observe::{observe, Change, ObserveOptions, Selection};
+    use tenure::store::{Acquire, Claim, ElectionKey, LeaseStore, Tenure};
+    values();
+    let store = tenure::store::connect("memory://", &Default::default())
+        .await
+        .expect("store");
+    let key = ElectionKey::new("default", "watched");
+    let claim = Claim {
+        key: key.clone(),
+        holder: "w-1#1".into(),
+        metadata: String::new(),
+        ttl: Duration::from_secs(30),
+    };
+    let Acquire::Acquired(rec) = store.try_acquire(&claim).await.expect("acquire") else {
+        panic!("free");
+    };
+    let mut changes = observe(
+        store.clone(),
+        Selection::Elections(vec![key.clone()]),
+        ObserveOptions::default(),
+    );
+    assert!(matches!(changes.next().await, Some(Change::Leader { .. })));
+    let labels = "{namespace=\"default\",election=\"watched\"}";
+    assert_eq!(
+        value(&format!("tenure_election_leader_present{labels}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&format!("tenure_election_term{labels}")),
+        Some(rec.term as f64)
+    );
+    let info =
+        "tenure_election_leader_info{namespace=\"default\",election=\"watched\",leader=\"w-1\"}";
+    assert_eq!(value(info), Some(1.0), "{:?}", values());
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "w-1#1".into(),
+        term: rec.term,
+    };
+    assert!(store.release(&tenure).await.expect("release"));
+    assert!(matches!(
+        changes.next().await,
+        Some(Change::NoLeader { .. })
+    ));
+    assert_eq!(
+        value(&format!("tenure_election_leader_present{labels}")),
+        Some(0.0)
+    );
+    assert_eq!(value(info), Some(0.0));
+    assert_eq!(
+        value(&format!("tenure_election_leader_changes_total{labels}")),
+        Some(1.0)
+    );
+}

@@ -88,6 +88,7 @@ pub(crate) async fn read_all(s: &Shared, history: usize) -> crate::Result<Vec<El
     for r in records {
         let members = members.remove(&r.key).unwrap_or_default();
         crate::telemetry::members(&r.key, &members);
+        crate::telemetry::observed(&r.key, Some(&r));
         let history = match history {
             0 => Vec::new(),
             n => store.history(&r.key, n).await?,
