@@ -3,7 +3,10 @@
 //! SQLite store and two real `tenure run` candidates. The page must show the
 //! leader `tenure status` reports, refuse a wrong token, resign with the right
 //! one, and show the new term on its timeline. It saves a screenshot
-//! (`$CARGO_TARGET_TMPDIR/dashboard.png`). A second test cuts the store
+//! (`$CARGO_TARGET_TMPDIR/dashboard.png`). Before the driver: the page as
+//! served carries the state without any script (its first paint), and
+//! headless Chromium without a driver (`--dump-dom`, `--screenshot`)
+//! finishes and shows the leader. A second test cuts the store
 //! (PostgreSQL behind a blackholed proxy) and expects the stale marker.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (.ci/run installs them):
@@ -296,6 +299,8 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
         .await
         .expect("GET /ui");
     assert_eq!(code, 200, "GET /ui: {html}");
+    first_paint_shows_the_leader(&html, &status(dir.path(), &store));
+    headless_page_loads_show_the_leader(&chromium, dir.path(), port, &status(dir.path(), &store));
 
     let c = session(&chromium, &driver, dir.path(), &mut keep).await;
     let result = drive(&c, dir.path(), &store, port).await;
@@ -309,6 +314,84 @@ async fn dashboard_shows_the_leader_and_resigns_it_with_the_token() {
         }
         std::panic::resume_unwind(panic);
     }
+}
+
+/// The page as served, before any script runs: a table with the election,
+/// its leader (as text: an identity that is markup arrives escaped), the
+/// term and the members, in place of "loading…".
+fn first_paint_shows_the_leader(html: &str, status: &Value) {
+    let leader = identity(status["leader"].as_str().expect("a leader"));
+    let escaped = leader.replace('<', "&lt;").replace('>', "&gt;");
+    let start = html.find("first-paint").expect("a first paint in the page");
+    let paint = &html[start
+        ..html[start..]
+            .find("</section>")
+            .map_or(html.len(), |e| start + e)];
+    assert!(paint.contains(ELECTION), "{paint}");
+    assert!(
+        paint.contains(&format!(r#"<span class="role-leader">{escaped}</span>"#)),
+        "the leader {leader:?} in: {paint}"
+    );
+    assert!(
+        paint.contains(&format!("<td>{}</td>", status["term"])),
+        "the term in: {paint}"
+    );
+    assert!(!paint.contains(MARKUP_ID), "unescaped markup: {paint}");
+    assert!(
+        !html.contains(r#"<div class="empty">loading…</div>"#),
+        "the placeholder is replaced"
+    );
+}
+
+/// Tools that wait for the page's load and no longer, without a driver:
+/// `--dump-dom` has the leader, and `--screenshot` finishes (the event
+/// stream opens only after the load) with an image
+/// (`$CARGO_TARGET_TMPDIR/dashboard-first-paint.png`).
+fn headless_page_loads_show_the_leader(chromium: &Path, dir: &Path, port: u16, status: &Value) {
+    let url = format!("http://127.0.0.1:{port}/ui");
+    let leader = identity(status["leader"].as_str().expect("a leader"));
+    let escaped = leader.replace('<', "&lt;").replace('>', "&gt;");
+    let headless = |args: &[&str]| {
+        let mut child = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.join("headless-profile").display()
+            ))
+            .args(args)
+            .arg(&url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromium");
+        let started = Instant::now();
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut out)
+            .expect("chromium's output");
+        let status = child.wait().expect("chromium exits");
+        assert!(status.success(), "chromium {args:?}: {status}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "chromium {args:?} took {:?}",
+            started.elapsed()
+        );
+        out
+    };
+    let dom = headless(&["--dump-dom"]);
+    assert!(dom.contains(&escaped), "the leader {leader:?} in: {dom}");
+    let png = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-first-paint.png");
+    let _ = std::fs::remove_file(&png);
+    headless(&[
+        &format!("--screenshot={}", png.display()),
+        "--window-size=1200,700",
+    ]);
+    let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "a screenshot of the page: {size} bytes");
 }
 
 /// The browser part; a panic here is returned so the caller closes the

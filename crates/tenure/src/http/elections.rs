@@ -177,7 +177,7 @@ pub(crate) async fn one(
     }
 }
 
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, LastKnown> {
+pub(crate) fn lock(s: &Shared) -> std::sync::MutexGuard<'_, LastKnown> {
     // A panic elsewhere while holding the lock left a cache, not a broken invariant.
     s.last.lock().unwrap_or_else(|p| p.into_inner())
 }

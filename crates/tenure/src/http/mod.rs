@@ -12,7 +12,7 @@
 //! | `GET /readyz` | 200 once the store answers a read; 503 with `"reason": "store unreachable"` while it does not (the store's error goes to the log: it may name the store's host and user) |
 //! | `GET /metrics` | the render hook's text (Prometheus), after a read of every election's members (`tenure_members`); 404 without a hook |
 //! | `POST /v1/elections/{namespace}/{election}/resign`, `.../transfer` | ask the leader to step down (for anyone, or `{"to": "identity"}`); need the bearer token, 403 without one configured |
-//! | `GET /ui` | the dashboard page |
+//! | `GET /ui` | the dashboard page, its first paint (every election: leader, term, lease left, members) rendered from a read of the store, so it shows the state without scripts |
 //!
 //! When the store cannot be read, the election routes answer the last
 //! state they read, each election marked `"stale": true`.
@@ -40,6 +40,7 @@ mod error;
 mod events;
 mod health;
 mod server;
+mod ui;
 mod view;
 
 use std::sync::{Arc, Mutex};
@@ -165,7 +166,7 @@ impl Api {
             .route("/healthz", get(health::healthz))
             .route("/readyz", get(health::readyz))
             .route("/metrics", get(health::metrics))
-            .route("/ui", get(ui))
+            .route("/ui", get(ui::ui))
             .with_state(state)
     }
 }
@@ -178,9 +179,3 @@ pub(crate) struct Shared {
 }
 
 pub(crate) type State = axum::extract::State<Arc<Shared>>;
-
-/// The dashboard: one self-contained page (no CDN, nothing fetched but this
-/// API), compiled into the binary.
-async fn ui() -> axum::response::Html<&'static str> {
-    axum::response::Html(include_str!("ui/index.html"))
-}
