@@ -1024,3 +1024,48 @@ async fn a_store_with_only_the_lease_still_elects_and_hands_over() {
     assert!(store.history(&k, 10).await.unwrap().is_empty());
     b.shutdown().await.unwrap();
 }
+
+/// A release or hand-over that fails once (its connection closed by a
+/// server restart a moment before) is sent again at once: both are
+/// conditional on the tenure, so a second landing changes nothing, and the
+/// successor takes over in milliseconds instead of at the lease's expiry.
+#[tokio::test]
+async fn a_failed_release_or_hand_over_is_tried_again() {
+    let w = World::new();
+    let a = w.elector("a");
+    tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = w.elector("b");
+    let mut bs = b.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bs.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+
+    w.store.fail_next(Op::HandOver, 1);
+    let before = w.store.calls(Op::HandOver);
+    a.resign().await.expect("resign, on the second try");
+    assert_eq!(w.store.calls(Op::HandOver), before + 2);
+    // Well within the TTL: b was handed the lease, not left to wait.
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b leads after a's resignation", || b.is_leader()).await;
+
+    w.store.fail_next(Op::Release, 1);
+    let before = w.store.calls(Op::Release);
+    b.shutdown().await.expect("shutdown, on the second try");
+    assert_eq!(w.store.calls(Op::Release), before + 2);
+    let rec = w
+        .store
+        .read(&ElectionKey::new("default", "job"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.holder, None, "the second release freed the lease");
+    a.shutdown().await.unwrap();
+}

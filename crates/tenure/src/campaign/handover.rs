@@ -210,7 +210,8 @@ impl Campaign {
         self.shared.end_as(StopReason::Released);
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {why}");
         let timeout = self.timing().release_timeout;
-        let released = tokio::time::timeout(timeout, self.store.release(tenure)).await;
+        let store = self.store.clone();
+        let released = twice_within(timeout, || store.release(tenure)).await;
         self.leave_after_handing_over().await;
         self.lease_freed(released, "releasing the lease", "release", timeout)
     }
@@ -313,8 +314,8 @@ impl Campaign {
         });
         tracing::info!(election = %self.config.key, term = tenure.term, "stepping down: {reason}");
         let timeout = self.timing().handover_timeout;
-        let handed =
-            tokio::time::timeout(timeout, self.store.hand_over(tenure, &to, window, reason)).await;
+        let store = self.store.clone();
+        let handed = twice_within(timeout, || store.hand_over(tenure, &to, window, reason)).await;
         self.leave_after_handing_over().await;
         self.lease_freed(handed, "handing the lease over", "hand-over", timeout)
     }
@@ -429,4 +430,30 @@ impl Campaign {
         });
         Next::Follow { hold_off: None }
     }
+}
+
+/// `write` (a release or a hand-over), sent once more at once if the store
+/// failed, all within `timeout`. The first failure is often a connection
+/// the server closed a moment ago (a restart, an administrator): the next
+/// statement opens another. Both writes are conditional on the tenure, so
+/// a second landing changes nothing; without it the successor would wait
+/// for the lease's expiry.
+async fn twice_within<T, F, Fut>(
+    timeout: Duration,
+    write: F,
+) -> std::result::Result<Result<T>, tokio::time::error::Elapsed>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    tokio::time::timeout(timeout, async {
+        match write().await {
+            Err(e) => {
+                tracing::debug!("freeing the lease failed, trying once more: {e}");
+                write().await
+            }
+            written => written,
+        }
+    })
+    .await
 }

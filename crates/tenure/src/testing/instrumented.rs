@@ -95,6 +95,8 @@ pub struct Instrumented {
     hang: AtomicBool,
     hang_members: AtomicBool,
     acquire_reply_delay_ms: AtomicU64,
+    /// Calls of each op still to fail ([`Self::fail_next`]).
+    failing: [AtomicU64; OPS],
 }
 
 impl Instrumented {
@@ -107,6 +109,7 @@ impl Instrumented {
             hang: AtomicBool::new(false),
             hang_members: AtomicBool::new(false),
             acquire_reply_delay_ms: AtomicU64::new(0),
+            failing: Default::default(),
         }
     }
 
@@ -153,13 +156,23 @@ impl Instrumented {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// Makes the next `n` calls of `op` fail as [`Self::set_unavailable`]
+    /// does, without reaching the store (a connection the server just
+    /// closed, found broken by the statement sent on it).
+    pub fn fail_next(&self, op: Op, n: u64) {
+        self.failing[op as usize].store(n, Ordering::SeqCst);
+    }
+
     /// Counts a call of `op`, then applies the hang and unavailable faults.
     async fn enter(&self, op: Op) -> Result<()> {
         self.calls[op as usize].fetch_add(1, Ordering::SeqCst);
         if self.hang.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
-        if self.unavailable.load(Ordering::SeqCst) {
+        let failing = self.failing[op as usize]
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing || self.unavailable.load(Ordering::SeqCst) {
             return Err(Error::Unavailable {
                 source: None,
                 store: self.inner.describe(),
