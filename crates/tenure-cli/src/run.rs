@@ -90,7 +90,11 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     let token = crate::serve::read_token(a.token_file.as_deref())?;
     let limits = crate::serve::limits(&a.http_limits)?;
     let listener = match &a.http {
-        Some(addr) => Some(crate::serve::bind(addr).await?),
+        Some(addr) => {
+            let listener = crate::serve::bind(addr).await?;
+            crate::serve::install_metrics();
+            Some(listener)
+        }
         None => None,
     };
     // The candidate's own settings are judged before the store is asked for.

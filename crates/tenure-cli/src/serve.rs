@@ -60,6 +60,13 @@ pub fn read_token(path: Option<&Path>) -> Result<Option<String>, Failure> {
     Ok(Some(token))
 }
 
+/// Installs the process's Prometheus recorder, before the store is built:
+/// a store registers its statement counters
+/// (`tenure_store_statements_total`) with the recorder current then.
+pub fn install_metrics() {
+    let _ = prometheus();
+}
+
 /// The process's Prometheus recorder: installed once, rendered by `/metrics`.
 fn prometheus() -> Option<PrometheusHandle> {
     static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
@@ -160,6 +167,7 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
     let token = read_token(a.token_file.as_deref())?;
     let limits = limits(&a.http_limits)?;
     let listener = bind(&a.http).await?;
+    install_metrics();
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Runtime(e.to_string()))?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Runtime(e.to_string()))?;
     if a.election.is_some() {

@@ -449,6 +449,12 @@ async fn endpoints(url: &str, election: &str) {
     // Metrics: client-go's gauge and tenure's, with their values.
     let term = row["term"].as_u64().expect("term");
     let m = get(&lead.addr, "/metrics").1;
+    // The recorder is in place before the store is built, which registers
+    // its statement counters with it.
+    assert!(
+        m.contains("tenure_store_statements_total{"),
+        "the store's statement counters: {m}"
+    );
     let labels = format!("{{namespace=\"default\",election=\"{election}\"}}");
     assert_eq!(
         metric(
