@@ -397,14 +397,20 @@ fn store_comes_from_tenure_store_when_no_flag_is_given() {
         .env("TENURE_STORE", &url)
         .output()
         .unwrap();
-    // `status` creates no tables: it names the store it looked in.
+    // `status` creates nothing, not even an empty file behind a mistyped
+    // path: it names the store it looked in and the missing file.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains(&format!("store {url} schema problem")),
+        stderr.contains(&format!("store {url} schema problem"))
+            && stderr.contains("there is no database file"),
         "{}",
         text(&out)
     );
-    assert!(dir.path().join("env.db").exists());
+    assert!(
+        !dir.path().join("env.db").exists(),
+        "status created the file"
+    );
     assert!(
         !dir.path().join("tenure.db").exists(),
         "the default was not used"
@@ -789,8 +795,8 @@ async fn bad_urls_and_settings_each_get_a_message_that_names_the_problem() {
             vec!["status", "--store", "sqlite:///nonexistent-dir/x.db"],
             1,
             vec![
-                "unable to open database file",
-                "check that the directory exists",
+                "there is no database file /nonexistent-dir/x.db",
+                "check the path",
             ],
             vec![],
         ),

@@ -8,7 +8,9 @@ use std::time::Duration;
 pub struct StoreOptions {
     /// Prefix of the SQL table names (`<prefix>leases`, `<prefix>schema`); an identifier.
     pub table_prefix: String,
-    /// Create missing tables on first use. Turn off where a DBA owns the schema.
+    /// Create missing tables on first use. Turn off where a DBA owns the
+    /// schema. Off, a SQLite file that does not exist is refused rather
+    /// than created (unless the URL sets `mode`).
     pub auto_migrate: bool,
     /// How long to wait for a connection before reporting the store unavailable.
     pub connect_timeout: Duration,

@@ -45,6 +45,10 @@ impl SqlStore {
     /// `postgres://`, `postgresql://`.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         let store = Self::connect_lazy(url, options)?;
+        #[cfg(feature = "sqlite")]
+        if store.dialect == Dialect::Sqlite && !options.auto_migrate {
+            super::sqlite::exists(url, &store.described)?;
+        }
         store.probe(url, options.connect_timeout).await?;
         store.prepare_schema(options.auto_migrate).await?;
         // Which statements a follower's heartbeat and read take (MariaDB

@@ -50,3 +50,26 @@ pub(in crate::store::sql) fn path_of(url: &str) -> std::path::PathBuf {
     let path = path.split_once('?').map(|(p, _)| p).unwrap_or(path);
     std::path::PathBuf::from(path)
 }
+
+/// Refuses a database file that does not exist, for a store that creates
+/// no tables (`tenure status`, `tenure watch`): opening it would leave an
+/// empty file (and its `-wal`, `-shm`) behind a mistyped path. A URL
+/// that sets `mode` itself (`mode=rwc` creates) is left to it.
+#[cfg(feature = "sqlite")]
+pub(in crate::store::sql) fn exists(url: &str, store: &str) -> crate::Result<()> {
+    let file = path_of(url);
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    if file.exists() || query.split('&').any(|p| p.starts_with("mode=")) {
+        return Ok(());
+    }
+    Err(crate::Error::Schema {
+        source: None,
+        store: store.to_string(),
+        reason: format!(
+            "there is no database file {}, and this command creates none: check the path \
+             (relative paths start in the working directory), or create it with \
+             `tenure migrate --store URL` (or the first `tenure run` creates it)",
+            file.display()
+        ),
+    })
+}

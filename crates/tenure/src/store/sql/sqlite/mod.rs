@@ -21,7 +21,7 @@ mod dialect;
 mod file_watch;
 
 #[cfg(feature = "sqlite")]
-pub(super) use connect::path_of;
+pub(super) use connect::{exists, path_of};
 pub(super) use connect::{probe, with_pragmas};
 pub(super) use dialect::Sqlite;
 #[cfg(feature = "sqlite")]
