@@ -52,7 +52,11 @@ impl Wakeups {
         }
     }
 
-    /// Whether anything subscribes now.
+    /// Whether anything subscribes now (the SQL stores ask).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "mysql", feature = "postgres")),
+        allow(dead_code)
+    )]
     pub(crate) fn has_subscribers(&self) -> bool {
         self.tx.receiver_count() > 0
     }
