@@ -223,8 +223,7 @@ impl SqlStore {
     ) -> Result<Self> {
         let described = redact_url(url);
         let statements = std::sync::Arc::new(Statements::new(dialect, &options.table_prefix));
-        let mut own =
-            super::connection::OneConnection::new(pool.clone()).with_session(dialect.own_session());
+        let mut own = super::connection::OneConnection::new(pool.clone());
         if pooler.transaction_mode {
             own = own.in_transactions();
         }

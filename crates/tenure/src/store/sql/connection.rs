@@ -71,9 +71,6 @@ pub(super) struct OneConnection {
     /// Whether each lend runs in a transaction of its own (see
     /// [`OneConnection::in_transactions`]).
     in_transactions: bool,
-    /// Run on every connection it opens (see
-    /// [`OneConnection::with_session`]).
-    session: Option<&'static str>,
     /// PostgreSQL: connections are opened as listeners with these options
     /// ([`OneConnection::listening_on`]).
     #[cfg(feature = "postgres")]
@@ -159,7 +156,6 @@ impl OneConnection {
         Self {
             pool,
             in_transactions: false,
-            session: None,
             #[cfg(feature = "postgres")]
             listening: None,
             slot: Arc::default(),
@@ -174,15 +170,6 @@ impl OneConnection {
     #[cfg(feature = "postgres")]
     pub(super) fn listening_on(mut self, options: sqlx::postgres::PgConnectOptions) -> Self {
         self.listening = Some(options);
-        self
-    }
-
-    /// Runs `sql` on each connection as it opens: the session settings the
-    /// store's statements rely on (MySQL's bound on lock waits). The
-    /// connection never returns to the pool, so they never reach the
-    /// application's statements.
-    pub(super) fn with_session(mut self, sql: Option<&'static str>) -> Self {
-        self.session = sql;
         self
     }
 
@@ -329,11 +316,7 @@ impl OneConnection {
             return Ok(Conn::Listening(Box::new(listening)));
         }
         let _ = listening;
-        let mut conn = self.pool.acquire().await?.detach();
-        if let Some(sql) = self.session {
-            sqlx::Executor::execute(&mut conn, sql).await?;
-        }
-        Ok(Conn::Any(conn))
+        Ok(Conn::Any(self.pool.acquire().await?.detach()))
     }
 
     /// This process now holds a lease of `key`: keep the connection open.

@@ -149,12 +149,19 @@ pub(super) trait Spelling: Sync {
     /// A condition of the acquiring `UPDATE` of `table` that takes the
     /// lease row's lock without waiting for it, failing the statement at
     /// once if another transaction holds it; `None` where the database
-    /// bounds the wait otherwise ([`own_session`](Self::own_session)) or
-    /// has one writer at a time (SQLite). An acquisition must not queue
+    /// bounds the wait otherwise ([`bounded_lock_wait`](Self::bounded_lock_wait))
+    /// or has one writer at a time (SQLite). An acquisition must not queue
     /// behind a lock a frozen leader's fenced transaction holds: its
     /// client gives up while the statement still waits, and the statement
     /// would later take a term nobody hears of.
     fn lock_row_nowait(&self, _table: &str) -> Option<String> {
+        None
+    }
+
+    /// `update` (an `UPDATE` statement) with its lock waits bounded, for
+    /// the servers of this dialect that are not MariaDB and for MariaDB;
+    /// `None` where [`lock_row_nowait`](Self::lock_row_nowait) does it.
+    fn bounded_lock_wait(&self, _update: &str) -> Option<(String, String)> {
         None
     }
 
@@ -172,12 +179,6 @@ pub(super) trait Spelling: Sync {
         _returning: &str,
         _history: &str,
     ) -> Option<String> {
-        None
-    }
-
-    /// The statement run on each connection of the store's own
-    /// (`connection.rs`) as it opens, if any.
-    fn own_session(&self) -> Option<&'static str> {
         None
     }
 
@@ -292,9 +293,9 @@ impl Dialect {
             .map(|sql| self.finish(sql))
     }
 
-    /// See [`Spelling::own_session`].
-    pub(super) fn own_session(self) -> Option<&'static str> {
-        self.spelling().own_session()
+    /// See [`Spelling::bounded_lock_wait`].
+    pub(super) fn bounded_lock_wait(self, update: &str) -> Option<(String, String)> {
+        self.spelling().bounded_lock_wait(update)
     }
 
     /// See [`Spelling::bound_transaction`].

@@ -54,6 +54,9 @@ pub(super) struct Statements {
     /// Whether [`acquire`](Self::acquire) writes the history of the term
     /// it hands out itself (`Spelling::update_recording_start`).
     pub(super) acquire_records_start: bool,
+    /// [`acquire`](Self::acquire) as sent to MariaDB, where its lock wait
+    /// is bounded differently (`Spelling::bounded_lock_wait`).
+    pub(super) acquire_mariadb: Option<String>,
     /// The one-lease renewal, which only the `renew-unchecked` build sends:
     /// every other build renews through the batcher (`batch.rs`).
     pub(super) renew_unchecked: Option<String>,
@@ -125,10 +128,15 @@ impl Statements {
         let recorded =
             dialect.update_recording_start(&t, acquire_set, &acquire_filter, RECORD_COLUMNS, &h);
         let acquire_records_start = recorded.is_some();
+        let acquire =
+            recorded.unwrap_or_else(|| dialect.update(&t, acquire_set, &acquire_filter, returning));
+        let (acquire, acquire_mariadb) = match dialect.bounded_lock_wait(&acquire) {
+            Some((other, mariadb)) => (other, Some(mariadb)),
+            None => (acquire, None),
+        };
         Self {
-            acquire: recorded.unwrap_or_else(|| {
-                dialect.update(&t, acquire_set, &acquire_filter, returning)
-            }),
+            acquire,
+            acquire_mariadb,
             acquire_records_start,
             // The renew-unchecked bug's one SQL hook: a renewal without the
             // holder/term/expiry check.

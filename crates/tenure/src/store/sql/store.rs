@@ -71,7 +71,12 @@ impl SqlStore {
     async fn acquire_once(&self, claim: &Claim) -> Result<Option<LeaseRecord>> {
         let ttl_us = duration_us(claim.ttl);
         let mut lent = self.own.lend().await.map_err(|e| self.wrap(e))?;
-        let sql = sent(self.dialect, &self.statements.acquire);
+        let acquire = match &self.statements.acquire_mariadb {
+            #[cfg(feature = "mysql")]
+            Some(mariadb) if self.is_mariadb() => mariadb,
+            _ => &self.statements.acquire,
+        };
+        let sql = sent(self.dialect, acquire);
         let q = sqlx::query(&sql)
             .bind(claim.holder.as_str())
             .bind(claim.metadata.as_str())

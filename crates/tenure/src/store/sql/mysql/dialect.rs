@@ -121,13 +121,17 @@ impl Spelling for MySql {
         "START TRANSACTION"
     }
 
-    /// The store's statements wait at most a second for a row lock (the
-    /// server's default is 50; a second is MySQL's least): an acquisition
-    /// must not queue behind a frozen leader's fenced transaction, while
-    /// the others ride out a lock held for a statement or two (two first
-    /// writes of one run record, a renewal beside fenced work).
-    fn own_session(&self) -> Option<&'static str> {
-        Some("SET SESSION innodb_lock_wait_timeout = 1")
+    /// The statement waits at most a second for a row lock (the server's
+    /// default is 50; a second is MySQL's least). MariaDB: `SET STATEMENT
+    /// ... FOR`. Other servers: MySQL's `SET_VAR` optimizer hint, which a
+    /// server that cannot apply it ignores with a warning (and MariaDB, as
+    /// a comment); the server's own `innodb_lock_wait_timeout` then holds.
+    fn bounded_lock_wait(&self, update: &str) -> Option<(String, String)> {
+        let rest = update.strip_prefix("UPDATE ")?;
+        Some((
+            format!("UPDATE /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ {rest}"),
+            format!("SET STATEMENT innodb_lock_wait_timeout = 1 FOR {update}"),
+        ))
     }
 
     /// The session's idle limit (`wait_timeout`: the server closes a

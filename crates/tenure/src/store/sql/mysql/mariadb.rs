@@ -29,9 +29,10 @@ const ONE_STATEMENT: u8 = 1;
 /// MySQL, an older MariaDB, or a server that refused the statement.
 const TWO_STATEMENTS: u8 = 2;
 
-/// What this store knows of its server's `INSERT ... RETURNING`.
+/// What this store knows of its server's `INSERT ... RETURNING`, and
+/// whether it is MariaDB (`SET STATEMENT`, see `Spelling::bounded_lock_wait`).
 #[derive(Debug, Default)]
-pub(in crate::store::sql) struct Returning(AtomicU8);
+pub(in crate::store::sql) struct Returning(AtomicU8, std::sync::atomic::AtomicBool);
 
 /// Whether the server whose `SELECT VERSION()` says `version` has `INSERT ...
 /// RETURNING`: MariaDB 10.5 or newer (`10.11.6-MariaDB-0+deb12u1`,
@@ -87,6 +88,9 @@ impl SqlStore {
         };
         match version {
             Ok(version) => {
+                returning
+                    .1
+                    .store(version.contains("MariaDB"), Ordering::Relaxed);
                 let one = has_insert_returning(&version);
                 tracing::debug!(
                     store = %self.described,
@@ -108,6 +112,14 @@ impl SqlStore {
                 false
             }
         }
+    }
+
+    /// Whether the server is known to be MariaDB (asked at connect, with
+    /// [`detect_returning`](Self::detect_returning)).
+    pub(in crate::store::sql) fn is_mariadb(&self) -> bool {
+        self.wake
+            .returning()
+            .is_some_and(|r| r.1.load(Ordering::Relaxed))
     }
 
     /// The heartbeat and the read in one statement, where the server has it.
