@@ -45,7 +45,7 @@ pub fn redact_url(url: &str) -> String {
     }
     if url
         .split_once("://")
-        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("zk") || s.eq_ignore_ascii_case("zks"))
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("zk"))
     {
         return redact_zk(url);
     }

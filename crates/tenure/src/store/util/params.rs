@@ -90,19 +90,18 @@ const REDIS: &[Param] = &[
     p("durability"),
 ];
 
-/// etcd: tenure's TLS files, named like etcdctl's options; ZooKeeper over
-/// TLS (`zks://`) takes the same.
+/// etcd: tenure's TLS files, named like etcdctl's options.
 const ETCD: &[Param] = &[p("cacert"), p("cert"), p("key")];
 
 /// The parameters a scheme takes; `None` for schemes whose parameters are
 /// checked elsewhere (SQLite: sqlx rejects unknown ones itself; ZooKeeper:
-/// `zk://`'s parser refuses any).
+/// its URL parser refuses any).
 pub(crate) fn known(scheme: &str) -> Option<&'static [Param]> {
     match scheme.to_ascii_lowercase().as_str() {
         "postgres" | "postgresql" => Some(POSTGRES),
         "mysql" | "mariadb" => Some(MYSQL),
         "redis" | "rediss" => Some(REDIS),
-        "etcd" | "etcds" | "zks" => Some(ETCD),
+        "etcd" | "etcds" => Some(ETCD),
         _ => None,
     }
 }
