@@ -39,7 +39,7 @@ pub enum Command {
 /// Where the store is.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://, redis://, etcd://, zk://. Default: $TENURE_STORE; `tenure run` and `tenure serve --election` need one of them, the other commands fall back to sqlite://tenure.db.
+    /// Store URL: sqlite://FILE, mysql://, mariadb://, postgres://, redis://, etcd://, zk://, zks://. Default: $TENURE_STORE; `tenure run` and `tenure serve --election` need one of them, the other commands fall back to sqlite://tenure.db.
     #[arg(long, value_name = "URL", conflicts_with = "store_file")]
     pub store: Option<String>,
     /// Read the store URL from this file (keeps passwords out of `ps` and shell history): one URL on one line; blank lines and lines starting with # are ignored; at most 64 KiB.

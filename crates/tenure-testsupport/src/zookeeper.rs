@@ -47,6 +47,8 @@ pub fn classpath() -> Option<String> {
 pub struct ZkEnsemble {
     servers: Vec<Option<Child>>,
     client_ports: Vec<u16>,
+    /// Each server's `secureClientPort`, when started with TLS.
+    secure_ports: Vec<u16>,
     dir: tempfile::TempDir,
     classpath: String,
 }
@@ -55,16 +57,64 @@ impl ZkEnsemble {
     /// Starts `n` servers (1 standalone, or an ensemble) and waits (up to
     /// 60 s) until every one answers `ruok` and a quorum serves (`srvr`).
     pub fn start(n: usize) -> std::io::Result<Self> {
-        let classpath = classpath().ok_or_else(|| {
+        Self::start_with(n, None)
+    }
+
+    /// Like [`Self::start`], each server also serving TLS on a
+    /// `secureClientPort` (Netty) with `ca`'s server certificate, trusting
+    /// `ca`, and demanding a client certificate if `client_auth`.
+    pub fn start_tls(
+        n: usize,
+        ca: &crate::tls::TestCa,
+        client_auth: bool,
+    ) -> std::io::Result<Self> {
+        Self::start_with(n, Some((ca, client_auth)))
+    }
+
+    fn start_with(n: usize, tls: Option<(&crate::tls::TestCa, bool)>) -> std::io::Result<Self> {
+        let mut classpath = classpath().ok_or_else(|| {
             std::io::Error::other(
                 "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
             )
         })?;
+        if tls.is_some() {
+            // Netty's codec and resolver, which Debian's zookeeper.jar
+            // manifest does not name but its TLS (Netty) transport needs.
+            for jar in ["netty-codec.jar", "netty-resolver.jar"] {
+                let jar = Path::new("/usr/share/java").join(jar);
+                if jar.is_file() {
+                    classpath.push_str(&format!(":{}", jar.display()));
+                }
+            }
+        }
         let dir = scratch_dir("tenure-zk")?;
+        // ZooKeeper's PEM key store holds the key and its certificate.
+        let tls = match tls {
+            Some((ca, client_auth)) => {
+                let keystore = dir.path().join("server-keystore.pem");
+                let mut pem = std::fs::read_to_string(&ca.server_key)?;
+                pem.push_str(&std::fs::read_to_string(&ca.server_cert)?);
+                std::fs::write(&keystore, pem)?;
+                Some(format!(
+                    "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                     ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+                     ssl.trustStore.location={}\nssl.trustStore.type=PEM\n\
+                     ssl.clientAuth={}\n",
+                    keystore.display(),
+                    ca.ca_cert.display(),
+                    if client_auth { "need" } else { "none" },
+                ))
+            }
+            None => None,
+        };
         let mut client_ports = Vec::new();
+        let mut secure_ports = Vec::new();
         let mut quorum = Vec::new();
         for i in 0..n {
             client_ports.push(free_port()?);
+            if tls.is_some() {
+                secure_ports.push(free_port()?);
+            }
             if n > 1 {
                 quorum.push(format!(
                     "server.{}=127.0.0.1:{}:{}",
@@ -91,11 +141,18 @@ impl ZkEnsemble {
                 cfg.push_str(q);
                 cfg.push('\n');
             }
+            if let Some(tls) = &tls {
+                cfg.push_str(&format!(
+                    "secureClientPort={}\nsecureClientPortAddress=127.0.0.1\n{tls}",
+                    secure_ports[i]
+                ));
+            }
             std::fs::write(dir.path().join(format!("zoo{i}.cfg")), cfg)?;
         }
         let mut zk = Self {
             servers: Vec::new(),
             client_ports,
+            secure_ports,
             dir,
             classpath,
         };
@@ -189,6 +246,18 @@ impl ZkEnsemble {
     /// `zk://127.0.0.1:p1[,127.0.0.1:p2...]`.
     pub fn url(&self) -> String {
         format!("zk://{}", self.hosts())
+    }
+
+    /// `zks://127.0.0.1:s1[,127.0.0.1:s2...]`: the secure client ports
+    /// (started with [`Self::start_tls`]), without parameters.
+    pub fn tls_url(&self) -> String {
+        let hosts = self
+            .secure_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!("zks://{hosts}")
     }
 
     /// `127.0.0.1:p1[,127.0.0.1:p2...]`.

@@ -127,3 +127,96 @@ async fn terms_survive_a_server_restart() {
     };
     assert_eq!(rec.term, first + 1, "the term continues after a restart");
 }
+
+/// `zks://` speaks TLS to the servers' `secureClientPort` (a private
+/// server with the test CA, demanding a client certificate): leases work
+/// through it; a CA that did not sign the server's certificate, a missing
+/// client certificate, or a plain client port are refused as TLS errors
+/// that name the fix; `zk://` with TLS files says to use `zks://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zks_urls_speak_tls_and_refuse_what_does_not() {
+    use tenure_testsupport::tls::TestCa;
+    if tenure_testsupport::zookeeper::classpath().is_none() {
+        assert!(
+            !servers::required(),
+            "ZooKeeper is required (CI=true or TENURE_REQUIRE_SERVERS=1) but not installed"
+        );
+        eprintln!("SKIPPED: no ZooKeeper (apt-get install zookeeper)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::generate(&dir.path().join("ca"), "tenure").expect("test CA");
+    let other = TestCa::generate(&dir.path().join("other"), "tenure").expect("other CA");
+    let zk = ZkEnsemble::start_tls(1, &ca, true).expect("private ZooKeeper with TLS");
+    let files = |ca: &TestCa, with_cert: bool| {
+        let mut q = format!("?cacert={}", ca.ca_cert.display());
+        if with_cert {
+            q += &format!(
+                "&cert={}&key={}",
+                ca.client_cert.display(),
+                ca.client_key.display()
+            );
+        }
+        q
+    };
+    let opts = || StoreOptions::default().with_connect_timeout(Duration::from_secs(5));
+
+    // Leases through TLS.
+    let url = format!("{}{}", zk.tls_url(), files(&ca, true));
+    let store = connect(&url, &opts()).await.expect("zks:// connects");
+    let key = ElectionKey::new("default", "over-tls");
+    let Acquire::Acquired(rec) = store
+        .try_acquire(&claim(&key, "a#1", Duration::from_secs(5)))
+        .await
+        .expect("acquire over TLS")
+    else {
+        panic!("a fresh election is free");
+    };
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "a#1".into(),
+        term: rec.term,
+    };
+    assert!(store
+        .renew(&tenure, Duration::from_secs(5))
+        .await
+        .expect("renew"));
+    assert!(store.release(&tenure).await.expect("release"));
+
+    // What does not fit is refused, naming TLS and what to check.
+    for (why, url) in [
+        (
+            "a CA that did not sign the server",
+            format!("{}{}", zk.tls_url(), files(&other, true)),
+        ),
+        (
+            "no client certificate",
+            format!("{}{}", zk.tls_url(), files(&ca, false)),
+        ),
+        (
+            "the plain client port",
+            format!(
+                "{}{}",
+                zk.url().replacen("zk://", "zks://", 1),
+                files(&ca, true)
+            ),
+        ),
+    ] {
+        let err = match connect(&url, &opts()).await {
+            Ok(store) => store
+                .try_acquire(&claim(&key, "b#1", Duration::from_secs(5)))
+                .await
+                .expect_err(why),
+            Err(e) => e,
+        };
+        assert!(matches!(err, tenure::Error::Tls { .. }), "{why}: {err:?}");
+        assert!(err.to_string().contains("cacert="), "{why}: {err}");
+    }
+    let err = connect(&format!("{}{}", zk.url(), files(&ca, true)), &opts())
+        .await
+        .expect_err("zk:// with TLS files");
+    assert!(
+        err.is_usage() && err.to_string().contains("zks://"),
+        "{err}"
+    );
+}

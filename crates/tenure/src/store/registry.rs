@@ -20,6 +20,7 @@ pub fn supported_schemes() -> Vec<(&'static str, bool)> {
         ("etcd", cfg!(feature = "etcd")),
         ("etcds", cfg!(feature = "etcd")),
         ("zk", cfg!(feature = "zookeeper")),
+        ("zks", cfg!(feature = "zookeeper")),
         ("memory", true),
     ]
 }
@@ -31,7 +32,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
         "postgres" | "postgresql" => Some("postgres"),
         "redis" | "rediss" => Some("redis"),
         "etcd" | "etcds" => Some("etcd"),
-        "zk" => Some("zookeeper"),
+        "zk" | "zks" => Some("zookeeper"),
         _ => None,
     }
 }
@@ -47,6 +48,7 @@ fn scheme_feature(scheme: &str) -> Option<&'static str> {
 /// | `etcd://host:2379`, `etcd://user:pass@h1:2379,h2:2379,h3:2379` | etcd v3 cluster (leases are whole seconds) |
 /// | `etcds://user:pass@h1:2379,h2:2379?cacert=ca.pem&cert=c.pem&key=c.key` | etcd v3 over TLS |
 /// | `zk://h1:2181,h2:2181,h3:2181/chroot`, `zk://user:pass@h1:2181` | ZooKeeper 3.6+ ensemble (the chroot must exist) |
+/// | `zks://h1:2281,h2:2281/chroot?cacert=ca.pem&cert=c.pem&key=c.key` | ZooKeeper over TLS (its `secureClientPort`) |
 /// | `memory://` | a new in-process store (tests, demos; not shared between processes) |
 ///
 /// ```

@@ -45,7 +45,7 @@ pub fn redact_url(url: &str) -> String {
     }
     if url
         .split_once("://")
-        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("zk"))
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("zk") || s.eq_ignore_ascii_case("zks"))
     {
         return redact_zk(url);
     }

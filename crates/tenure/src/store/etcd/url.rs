@@ -52,18 +52,8 @@ pub(super) fn parse_url(url: &str) -> Result<EtcdUrl> {
         }
     };
     // Named like etcdctl's `--cacert`, `--cert`, `--key` (and redis-cli's).
-    let mut files = ClientTlsFiles::default();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if files
-            .take(&percent::decode(k), percent::decode(v))
-            .is_some()
-        {
-            // Names the parameter and the closest known one, never its value.
-            let scheme = if tls_scheme { "etcds" } else { "etcd" };
-            crate::store::util::params::check_known(scheme, query, &redact(url))?;
-        }
-    }
+    let scheme = if tls_scheme { "etcds" } else { "etcd" };
+    let files = ClientTlsFiles::from_query(query, scheme, &redact(url))?;
     if files.any() && !tls_scheme {
         return Err(bad(
             "cacert, cert and key are TLS settings; use etcds:// to connect with TLS".into(),

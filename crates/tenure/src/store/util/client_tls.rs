@@ -1,6 +1,7 @@
 //! Client TLS named the way redis-cli and etcdctl name it (`cacert=`, `cert=`,
-//! `key=` in the URL), shared by the Redis and etcd stores: reading the PEM
-//! files with errors that name the parameter, and explaining rustls failures.
+//! `key=` in the URL), shared by the Redis, etcd and ZooKeeper stores:
+//! reading the PEM files with errors that name the parameter, and
+//! explaining rustls failures.
 
 /// The TLS files a URL names (paths as given).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -14,6 +15,22 @@ pub(crate) struct ClientTlsFiles {
 }
 
 impl ClientTlsFiles {
+    /// The files a URL's `query` names (percent-decoded). Any other
+    /// parameter is refused by [`check_known`](super::params::check_known)
+    /// for `scheme` (naming it and the closest known one, never its value).
+    #[cfg(any(feature = "etcd", feature = "zookeeper"))]
+    pub(crate) fn from_query(query: &str, scheme: &str, described: &str) -> crate::Result<Self> {
+        use super::percent::decode;
+        let mut files = Self::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if files.take(&decode(k), decode(v)).is_some() {
+                super::params::check_known(scheme, query, described)?;
+            }
+        }
+        Ok(files)
+    }
+
     /// Takes `cacert`, `cert` or `key`; gives the pair back for any other name.
     pub(crate) fn take(&mut self, name: &str, value: String) -> Option<(String, String)> {
         match name {
@@ -73,6 +90,8 @@ fn read(what: &str, path: &str) -> Result<Vec<u8>, String> {
 
 /// What the server side calls the settings a message points at.
 #[derive(Clone, Copy, Debug)]
+// The ZooKeeper client keeps no handshake error to explain.
+#[cfg_attr(not(any(feature = "redis", feature = "etcd")), allow(dead_code))]
 pub(crate) struct ServerHints {
     /// Appended to "check cacert=": how to skip verification, or where the
     /// right CA is found.
@@ -82,6 +101,8 @@ pub(crate) struct ServerHints {
 }
 
 /// Explains a rustls failure, naming the URL parameter that fixes it.
+// The ZooKeeper client keeps no handshake error to explain.
+#[cfg_attr(not(any(feature = "redis", feature = "etcd")), allow(dead_code))]
 pub(crate) fn explain(e: &rustls::Error, cacert: Option<&str>, hints: ServerHints) -> String {
     use rustls::{AlertDescription as A, CertificateError as C};
     let skip = hints.unknown_issuer;
@@ -110,6 +131,8 @@ pub(crate) fn explain(e: &rustls::Error, cacert: Option<&str>, hints: ServerHint
 
 /// Some clients keep only the text of a handshake failure (rustls's Display
 /// of the error); recognises those.
+// The ZooKeeper client keeps no handshake error to explain.
+#[cfg_attr(not(any(feature = "redis", feature = "etcd")), allow(dead_code))]
 pub(crate) fn explain_text(text: &str, cacert: Option<&str>, hints: ServerHints) -> Option<String> {
     use rustls::{AlertDescription as A, CertificateError as C};
     if let Some(cert) = text.split("invalid peer certificate: ").nth(1) {

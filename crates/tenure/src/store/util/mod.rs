@@ -6,16 +6,21 @@
 //! | `params.rs` | the query parameters each store URL takes, and the user-info check |
 //! | `percent.rs` | percent-decoding of URL parts and escaped key segments |
 //! | `ca_file.rs` | checking a CA file named by a URL before connecting |
-//! | `client_tls.rs` | `cacert=`/`cert=`/`key=` files and rustls failures explained (Redis, etcd) |
+//! | `client_tls.rs` | `cacert=`/`cert=`/`key=` files and rustls failures explained (Redis, etcd, ZooKeeper) |
 //! | `rustls_cause.rs` | the rustls error dug out of a driver's error chain |
 //! | `gather.rs` | calls that arrive together sent as one statement (renewals, heartbeats, reaps) |
 //! | `wakeups.rs` | the fan-out of pushed changes to every subscriber |
 //! | `push_health.rs` | how a push channel stands, as `tenure status` shows it |
 //! | `push_outage.rs` | one log line per push outage, and the reconnect backoff |
 
-#[cfg(any(feature = "tls", feature = "redis", feature = "etcd"))]
+#[cfg(any(
+    feature = "tls",
+    feature = "redis",
+    feature = "etcd",
+    feature = "zookeeper"
+))]
 pub(crate) mod ca_file;
-#[cfg(any(feature = "redis", feature = "etcd"))]
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
 pub(crate) mod client_tls;
 #[cfg(any(
     feature = "sqlite",

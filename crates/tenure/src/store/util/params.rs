@@ -90,18 +90,19 @@ const REDIS: &[Param] = &[
     p("durability"),
 ];
 
-/// etcd: tenure's TLS files, named like etcdctl's options.
+/// etcd: tenure's TLS files, named like etcdctl's options; ZooKeeper over
+/// TLS (`zks://`) takes the same.
 const ETCD: &[Param] = &[p("cacert"), p("cert"), p("key")];
 
 /// The parameters a scheme takes; `None` for schemes whose parameters are
 /// checked elsewhere (SQLite: sqlx rejects unknown ones itself; ZooKeeper:
-/// its URL parser refuses any).
+/// `zk://`'s parser refuses any).
 pub(crate) fn known(scheme: &str) -> Option<&'static [Param]> {
     match scheme.to_ascii_lowercase().as_str() {
         "postgres" | "postgresql" => Some(POSTGRES),
         "mysql" | "mariadb" => Some(MYSQL),
         "redis" | "rediss" => Some(REDIS),
-        "etcd" | "etcds" => Some(ETCD),
+        "etcd" | "etcds" | "zks" => Some(ETCD),
         _ => None,
     }
 }

@@ -7,6 +7,7 @@ mod members;
 mod paths;
 mod read;
 mod runs;
+mod tls;
 mod url;
 mod values;
 mod watch;
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::FutureExt;
 use tokio::sync::broadcast;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
@@ -33,6 +35,8 @@ pub struct ZkStore {
 
 struct Inner {
     url: url::ZkUrl,
+    /// `zks://`: how every session's connection speaks TLS.
+    tls: Option<zookeeper_client::TlsOptions>,
     described: String,
     base: String,
     history_retention: u64,
@@ -87,8 +91,14 @@ impl ZkStore {
             ));
         }
         let (changes, _) = broadcast::channel(1024);
+        let described = super::redact_url(url);
+        let tls = match &parsed.tls {
+            Some(files) => Some(tls::options(files, &described)?),
+            None => None,
+        };
         let inner = Arc::new(Inner {
-            described: super::redact_url(url),
+            described,
+            tls,
             url: parsed,
             base: format!("/{prefix}"),
             history_retention: options.history_retention.max(1),
@@ -144,10 +154,27 @@ impl Inner {
         if let Some(d) = &self.url.digest {
             connector = connector.with_auth("digest", d.as_bytes());
         }
-        match tokio::time::timeout(self.connect_timeout, connector.connect(&self.url.connect)).await
-        {
+        let connecting = match &self.tls {
+            Some(tls) => connector
+                .with_tls(tls.clone())
+                .secure_connect(&self.url.connect)
+                .boxed(),
+            None => connector.connect(&self.url.connect).boxed(),
+        };
+        match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(self.map(&self.url.chroot, e)),
+            Err(_) if self.tls.is_some() => Err(Error::Tls {
+                store: self.described.clone(),
+                reason: format!(
+                    "no ZooKeeper session over TLS within {:?}: are these the servers' \
+                     secureClientPort (a plain clientPort does not answer TLS), does cacert= \
+                     hold the CA that signed their certificates, and do they want a client \
+                     certificate (cert=, key=; ssl.clientAuth)?",
+                    self.connect_timeout
+                ),
+                source: None,
+            }),
             Err(_) => Err(Error::Unavailable {
                 store: self.described.clone(),
                 reason: format!(

@@ -1,7 +1,9 @@
-//! `zk://[user:password@]host:port[,host:port...][/chroot]`.
+//! `zk://[user:password@]host:port[,host:port...][/chroot]`, and
+//! `zks://...[?cacert=ca.pem&cert=c.pem&key=c.key]` over TLS.
 
 use crate::error::{Error, Result};
 use crate::store::redact_url;
+use crate::store::util::client_tls::ClientTlsFiles;
 use crate::store::util::percent;
 
 /// A parsed ZooKeeper URL.
@@ -13,20 +15,40 @@ pub(super) struct ZkUrl {
     pub(super) chroot: String,
     /// `user:password` for digest authentication.
     pub(super) digest: Option<String>,
+    /// `Some` for `zks://`: TLS, with these files (none: the system's roots).
+    pub(super) tls: Option<ClientTlsFiles>,
 }
 
 pub(super) fn parse(url: &str) -> Result<ZkUrl> {
     let bad = |reason: String| Error::InvalidUrl {
         url: redact_url(url),
-        reason: format!("{reason}; expected zk://host:2181[,host:2181...][/chroot]"),
+        reason: format!(
+            "{reason}; expected zk://host:2181[,host:2181...][/chroot] \
+             (zks://host:2281/chroot?cacert=ca.pem for TLS)"
+        ),
     };
-    let rest = match url.split_once("://") {
-        Some((s, rest)) if s.eq_ignore_ascii_case("zk") => rest,
-        _ => return Err(bad("not a zk:// URL".into())),
+    let (tls, rest) = match url.split_once("://") {
+        Some((s, rest)) if s.eq_ignore_ascii_case("zk") => (false, rest),
+        Some((s, rest)) if s.eq_ignore_ascii_case("zks") => (true, rest),
+        _ => return Err(bad("not a zk:// or zks:// URL".into())),
     };
-    if rest.contains(['?', '#']) {
-        return Err(bad("zk:// URLs take no query parameters".into()));
+    if rest.contains('#') {
+        return Err(bad("ZooKeeper URLs take no fragment".into()));
     }
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    // Named like etcdctl's and redis-cli's options.
+    let parsed = ClientTlsFiles::from_query(query, "zks", &redact_url(url));
+    let files = match parsed {
+        _ if tls => parsed?,
+        Ok(files) if files.any() => {
+            return Err(bad(
+                "cacert, cert and key are TLS settings; use zks:// to connect with TLS".into(),
+            ))
+        }
+        _ if !query.is_empty() => return Err(bad("zk:// URLs take no query parameters".into())),
+        _ => ClientTlsFiles::default(),
+    };
+    files.check_pair().map_err(bad)?;
     let (userinfo, rest) = match rest.rsplit_once('@') {
         Some((u, r)) => (Some(u), r),
         None => (None, rest),
@@ -74,6 +96,7 @@ pub(super) fn parse(url: &str) -> Result<ZkUrl> {
             chroot.into()
         },
         digest,
+        tls: tls.then_some(files),
     })
 }
 
@@ -102,5 +125,31 @@ mod tests {
             assert!(e.is_usage(), "{bad}: {e}");
             assert!(!e.to_string().contains("SECRET"), "{e}");
         }
+    }
+
+    #[test]
+    fn tls_urls() {
+        let u = parse("zks://h1:2281,h2:2281/app?cacert=/ca.pem&cert=/c.pem&key=/c.key").unwrap();
+        assert_eq!(u.connect, "h1:2281,h2:2281/app");
+        assert_eq!(
+            u.tls,
+            Some(ClientTlsFiles {
+                cacert: Some("/ca.pem".into()),
+                cert: Some("/c.pem".into()),
+                key: Some("/c.key".into()),
+            })
+        );
+        assert_eq!(parse("ZKS://h:2281").unwrap().tls, Some(Default::default()));
+        assert_eq!(parse("zk://h:2181").unwrap().tls, None);
+        let e = parse("zk://h:2181?cacert=/ca.pem").unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("zks://"), "{e}");
+        let e = parse("zks://h:2281?cacert=/ca.pem&cret=/c.pem").unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("cret"), "{e}");
+        let e = parse("zks://h:2281?cert=/c.pem").unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        assert_eq!(
+            redact_url("zks://bob:s3cret@h:2281/app?cacert=/ca.pem"),
+            "zks://bob:***@h:2281/app?***"
+        );
     }
 }
