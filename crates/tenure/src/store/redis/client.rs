@@ -60,9 +60,7 @@ pub(super) fn build(
         parsed.query_pairs_mut().clear().extend_pairs(rest);
     }
     if parsed.scheme() == "rediss" {
-        // rustls needs one process-wide crypto provider; ring is the one we
-        // build. Installing fails harmlessly if one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::store::util::crypto::use_ring_unless_chosen();
     }
     let open = |e: redis::RedisError| bad(super::errors::without_secrets(&e.to_string(), url));
     if !tls_asked {

@@ -121,6 +121,8 @@ impl SqlStore {
         install_drivers();
         let described = redact_url(url);
         #[cfg(feature = "tls")]
+        crate::store::util::crypto::use_ring_unless_chosen();
+        #[cfg(feature = "tls")]
         if let Some(params) = tls::TlsParams::parse(url) {
             params.check(&described)?;
         }
@@ -190,6 +192,8 @@ impl SqlStore {
     /// ```
     pub async fn from_pool(pool: sqlx::AnyPool, options: &StoreOptions) -> Result<Self> {
         validate_table_prefix(&options.table_prefix)?;
+        #[cfg(feature = "tls")]
+        crate::store::util::crypto::use_ring_unless_chosen();
         let url = pool.connect_options().database_url.to_string();
         let (dialect, driver_url, pooler) = parse_url(&url)?;
         let refused = |reason: &str| Error::InvalidUrl {

@@ -7,6 +7,7 @@
 //! | `percent.rs` | percent-decoding of URL parts and escaped key segments |
 //! | `ca_file.rs` | checking a CA file named by a URL before connecting |
 //! | `client_tls.rs` | `cacert=`/`cert=`/`key=` files and rustls failures explained (Redis, etcd, ZooKeeper) |
+//! | `crypto.rs` | ring installed as the process's rustls provider before any TLS |
 //! | `rustls_cause.rs` | the rustls error dug out of a driver's error chain |
 //! | `gather.rs` | calls that arrive together sent as one statement (renewals, heartbeats, reaps) |
 //! | `wakeups.rs` | the fan-out of pushed changes to every subscriber |
@@ -22,6 +23,8 @@
 pub(crate) mod ca_file;
 #[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
 pub(crate) mod client_tls;
+#[cfg(any(feature = "tls", feature = "redis", feature = "zookeeper"))]
+pub(crate) mod crypto;
 #[cfg(any(
     feature = "sqlite",
     feature = "mysql",

@@ -19,9 +19,7 @@ pub(super) fn options(files: &ClientTlsFiles, store: &str) -> Result<TlsOptions>
         store: store.to_string(),
         reason,
     };
-    // rustls needs one process-wide crypto provider; ring is the one we
-    // build. Installing fails harmlessly if one is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::store::util::crypto::use_ring_unless_chosen();
     let ca = match files.read_cacert().map_err(fail)? {
         Some(pem) => pem,
         None => std::fs::read(SYSTEM_ROOTS).map_err(|e| {
