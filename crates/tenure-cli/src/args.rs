@@ -249,7 +249,7 @@ pub struct RunArgs {
     /// Also serve the HTTP API (as `tenure serve`) on this address (HOST:PORT, or a port on 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
-    /// File holding the bearer token that enables POST resign/transfer over --http.
+    /// File holding the bearer token that enables POST resign/transfer/proclaim over --http.
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<PathBuf>,
     #[command(flatten)]
@@ -412,7 +412,7 @@ pub struct ServeArgs {
     /// Free text stored with the lease while leading.
     #[arg(long, default_value = "", requires = "election")]
     pub metadata: String,
-    /// File holding the bearer token that enables POST resign/transfer (without it they answer 403).
+    /// File holding the bearer token that enables POST resign/transfer/proclaim (without it they answer 403).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// How often an idle /v1/events stream carries a keep-alive comment.

@@ -894,24 +894,15 @@ fn serve_sse_keep_alive_comment() {
 }
 
 /// `tenure run --http` serves the supervised election: GET / names it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_http_serves_the_supervised_election() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+/// `tenure run --store url --election job --id id --http 127.0.0.1:0
+/// args... -- sleep 30`, once it has announced its address.
+fn run_http(dir: &std::path::Path, url: &str, id: &str, args: &[&str]) -> Serve {
     let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--store",
-            &url,
-            "--election",
-            "job",
-            "--id",
-            "runner",
-            "--http",
-            "127.0.0.1:0",
-        ])
+        .args(["run", "--store", url, "--election", "job", "--id", id])
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
         .args(["--", "sleep", "30"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .env("TENURE_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -921,14 +912,21 @@ async fn run_http_serves_the_supervised_election() {
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("announced address");
-    let s = Serve {
+    Serve {
         addr: line
             .trim()
             .strip_prefix("serving http://")
             .expect("serving line")
             .to_string(),
         child,
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_http_serves_the_supervised_election() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let s = run_http(dir.path(), &url, "runner", &[]);
     wait_until(
         "run --http names its leader",
         Duration::from_secs(10),
@@ -942,6 +940,75 @@ async fn run_http_serves_the_supervised_election() {
         Some(1.0),
         "{m}"
     );
+}
+
+/// A leader served by `tenure run --http` changes its metadata with
+/// `POST .../proclaim`: the token rules hold, the term stays, every
+/// reader sees the new text, and a follower or a central server, which
+/// lead nothing, answer 409 and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_http_proclaims_the_leaders_new_metadata() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("token");
+    let token = token.to_str().expect("utf-8");
+    let auth = ["Authorization: Bearer s3cret-token"];
+    let leader = run_http(
+        dir.path(),
+        &url,
+        "runner",
+        &["--token-file", token, "--metadata", "http://10.0.0.1:8080"],
+    );
+    wait_until("the runner leads", Duration::from_secs(10), || {
+        (leader_of(&leader.addr) == "runner").then_some(())
+    })
+    .await;
+    let before = json(&leader.addr, "/v1/elections/default/job").1;
+    assert_eq!(before["metadata"], "http://10.0.0.1:8080", "{before}");
+    let new = r#"{"metadata": "http://10.0.0.1:9090"}"#;
+    assert_eq!(post(&leader.addr, "proclaim", "job", &[], new).0, 401);
+    let (status, v) = post(&leader.addr, "proclaim", "job", &auth, r#"{"to": "x"}"#);
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = post(
+        &leader.addr,
+        "proclaim",
+        "job",
+        &auth,
+        r#"{"metadata": "a\u0007b"}"#,
+    );
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("control character"),
+        "{v}"
+    );
+    let (status, v) = post(&leader.addr, "proclaim", "job", &auth, new);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["term"], before["term"], "proclaim keeps the term: {v}");
+    let after = json(&leader.addr, "/v1/elections/default/job").1;
+    assert_eq!(
+        (&after["metadata"], &after["term"], &after["leader"]),
+        (
+            &Value::from("http://10.0.0.1:9090"),
+            &before["term"],
+            &before["leader"]
+        ),
+        "{after}"
+    );
+    let follower = run_http(dir.path(), &url, "other", &["--token-file", token]);
+    let central = serve(dir.path(), None, &["--store", &url, "--token-file", token]);
+    for (who, addr) in [
+        ("a follower", &follower.addr),
+        ("a central server", &central.addr),
+    ] {
+        let (status, v) = post(addr, "proclaim", "job", &auth, r#"{"metadata": "forged"}"#);
+        assert_eq!(status, 409, "{who}: {v}");
+        let seen = json(addr, "/v1/elections/default/job").1;
+        assert_eq!(seen["metadata"], "http://10.0.0.1:9090", "{who}: {seen}");
+    }
 }
 
 /// 1,000 SSE clients connect, read the first event and go away: the serve

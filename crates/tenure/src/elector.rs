@@ -188,6 +188,8 @@ impl ElectorBuilder {
             config.key.clone(),
             config.holder.clone(),
             Events::new(self.hooks),
+            self.store.clone(),
+            config.metadata.clone(),
         ));
         let (tx, rx) = mpsc::unbounded_channel();
         let campaign = Campaign::new(config.clone(), self.store.clone(), shared.clone(), rx);

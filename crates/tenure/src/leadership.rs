@@ -15,7 +15,7 @@ use crate::events::{Event, Events, StopReason};
 use crate::store::sql::{FencedTransaction, SqlStore};
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::store::LeaseStore;
-use crate::store::{ElectionKey, Tenure};
+use crate::store::{DynStore, ElectionKey, Tenure};
 
 /// Where an elector stands, as published by [`Elector::leadership`](crate::Elector::leadership).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -104,6 +104,11 @@ pub(crate) struct Shared {
     pub events: Events,
     /// Work that must stop before the lease is handed over or released.
     pub holds: Arc<Holds>,
+    /// The store the campaign runs on, for [`Leadership::proclaim`].
+    pub store: DynStore,
+    /// The metadata this candidate claims and heartbeats with; changed by
+    /// [`Leadership::proclaim`].
+    pub metadata: Arc<std::sync::Mutex<String>>,
 }
 
 impl Shared {
@@ -112,6 +117,8 @@ impl Shared {
         key: ElectionKey,
         holder: String,
         events: Events,
+        store: DynStore,
+        metadata: String,
     ) -> Self {
         Self {
             deadline_ns: AtomicU64::new(0),
@@ -127,7 +134,14 @@ impl Shared {
             holder,
             events,
             holds: Arc::new(Holds::default()),
+            store,
+            metadata: Arc::new(std::sync::Mutex::new(metadata)),
         }
+    }
+
+    /// The metadata to claim and heartbeat with now.
+    pub(crate) fn metadata(&self) -> String {
+        lock(&self.metadata).clone()
     }
 
     pub(crate) fn is_leader(&self) -> bool {
@@ -266,8 +280,15 @@ impl Shared {
             current: self.current.subscribe(),
             clock: self.clock.clone(),
             holds: self.holds.clone(),
+            store: self.store.clone(),
+            metadata: self.metadata.clone(),
         })
     }
+}
+
+/// The metadata behind its lock; a panic elsewhere leaves a whole string.
+fn lock(m: &std::sync::Mutex<String>) -> std::sync::MutexGuard<'_, String> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn replace_if_changed(slot: &mut State, new: State) -> bool {
@@ -305,6 +326,8 @@ pub struct Leadership {
     current: watch::Receiver<Option<Current>>,
     clock: SharedClock,
     holds: Arc<Holds>,
+    store: DynStore,
+    metadata: Arc<std::sync::Mutex<String>>,
 }
 
 /// Holds back the hand-over of a tenure until the work is done with it.
@@ -420,6 +443,47 @@ impl Leadership {
     /// True while this tenure is current and before its deadline.
     pub fn is_valid(&self) -> bool {
         !self.remaining().is_zero()
+    }
+
+    /// Replaces the metadata of this tenure (etcd's `Proclaim`), for a
+    /// leader whose address or port changed while it leads: one
+    /// conditional write that applies only while this tenure holds the
+    /// lease, and changes neither the term nor the deadline. Observers,
+    /// `tenure status` and the HTTP API read the new metadata; followers
+    /// see it at their next read (at once where the store pushes changes).
+    ///
+    /// The elector keeps the new metadata for its heartbeats and later
+    /// tenures, whatever the store answers. Returns `Ok(false)` when this
+    /// tenure is over (nothing was written); the write is bounded by the
+    /// tenure's deadline ([`Error::Timeout`](crate::Error::Timeout) past
+    /// it). Metadata longer than 1024 bytes or with control characters is
+    /// refused with [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    ///
+    /// ```no_run
+    /// # async fn demo(elector: tenure::Elector) -> tenure::Result<()> {
+    /// let leadership = elector.acquired().await?;
+    /// // The service moved to another port while leading:
+    /// if !leadership.proclaim("http://10.0.0.7:9090").await? {
+    ///     println!("no longer leading: nothing changed");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn proclaim(&self, metadata: impl Into<String>) -> crate::Result<bool> {
+        let metadata = metadata.into();
+        crate::names::validate_metadata(&metadata)?;
+        *lock(&self.metadata) = metadata.clone();
+        let left = self.remaining();
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let tenure = self.tenure();
+        match tokio::time::timeout(left, self.store.proclaim(&tenure, &metadata)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(crate::Error::Timeout {
+                what: "proclaim",
+                after: left,
+            }),
+        }
     }
 
     /// Runs `work` in a database transaction fenced by this tenure's lease and
@@ -617,6 +681,8 @@ mod tests {
             key,
             "a#1".into(),
             Events::new(Hooks(Vec::new())),
+            Arc::new(crate::store::memory::MemoryStore::new()),
+            String::new(),
         )
     }
 

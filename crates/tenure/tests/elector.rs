@@ -190,6 +190,18 @@ async fn run_cancels_the_work_when_leadership_is_lost() {
     runner.abort();
 }
 
+/// Waits (up to 5 s) until `e` follows a leader.
+async fn following(e: &Elector) {
+    let mut state = e.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        state.wait_for(|s| matches!(s, State::Following { .. })),
+    )
+    .await
+    .expect("following within 5 s")
+    .expect("the elector runs");
+}
+
 #[tokio::test]
 async fn resign_hands_over_and_shutdown_releases() {
     let w = World::new();
@@ -199,14 +211,7 @@ async fn resign_hands_over_and_shutdown_releases() {
         .unwrap()
         .unwrap();
     let b = w.elector("b");
-    let mut bs = b.leadership();
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        bs.wait_for(|s| matches!(s, State::Following { .. })),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    following(&b).await;
     a.resign().await.expect("resign");
     assert!(!a.is_leader());
     // b notices within one poll period (80 ms), long before any TTL.
@@ -227,6 +232,67 @@ async fn resign_hands_over_and_shutdown_releases() {
         .unwrap();
     assert_eq!(rec.holder, None, "shutdown released the lease");
     assert!(matches!(b.acquired().await, Err(tenure::Error::Shutdown)));
+    a.shutdown().await.unwrap();
+}
+
+/// A leader's proclaim changes its tenure's metadata at once and keeps the
+/// term; an ended tenure's proclaim writes nothing; the elector claims its
+/// next tenure with the newest metadata.
+#[tokio::test]
+async fn proclaim_changes_the_metadata_now_and_for_later_tenures() {
+    let w = World::new();
+    let job = ElectionKey::new("default", "job");
+    let metadata = |w: &World| {
+        let store = w.store.clone();
+        let job = job.clone();
+        async move { store.read(&job).await.unwrap().unwrap().metadata }
+    };
+    let a = w.builder("a").metadata("http://a:1").build().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(metadata(&w).await, "http://a:1");
+    assert!(first.proclaim("http://a:2").await.unwrap());
+    assert_eq!(metadata(&w).await, "http://a:2");
+    assert_eq!(a.term(), Some(first.term()), "proclaim keeps the term");
+    assert!(
+        matches!(
+            first.proclaim("a\nb").await,
+            Err(tenure::Error::InvalidConfig { .. })
+        ),
+        "control characters are refused"
+    );
+    assert_eq!(
+        metadata(&w).await,
+        "http://a:2",
+        "a refused proclaim writes nothing"
+    );
+    let b = w.builder("b").metadata("http://b:1").build().unwrap();
+    following(&b).await;
+    a.resign().await.expect("resign");
+    w.advance(Duration::from_millis(100), Duration::from_millis(5))
+        .await;
+    eventually("b leads after a's resignation", || b.is_leader()).await;
+    assert!(
+        !first.proclaim("http://a:3").await.unwrap(),
+        "an ended tenure proclaims nothing"
+    );
+    assert_eq!(
+        metadata(&w).await,
+        "http://b:1",
+        "the new tenure's metadata stays"
+    );
+    b.resign().await.expect("resign");
+    // a stays out of the member list for a while after its own resignation.
+    w.advance(TTL * 3, Duration::from_millis(50)).await;
+    eventually("a leads again", || a.is_leader()).await;
+    assert_eq!(
+        metadata(&w).await,
+        "http://a:3",
+        "the next tenure carries the newest metadata"
+    );
+    b.shutdown().await.unwrap();
     a.shutdown().await.unwrap();
 }
 
@@ -440,14 +506,7 @@ async fn run_resigns_when_the_work_returns_or_fails() {
         .unwrap()
         .unwrap();
     let b = w.elector("b");
-    let mut bs = b.leadership();
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        bs.wait_for(|s| matches!(s, State::Following { .. })),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    following(&b).await;
     let out: Result<(), &str> = a.run(|_l| async { Err("import failed") }).await.unwrap();
     assert_eq!(out, Err("import failed"));
     assert!(!a.is_leader(), "run() resigned when the work failed");
@@ -1038,14 +1097,7 @@ async fn a_failed_release_or_hand_over_is_tried_again() {
         .unwrap()
         .unwrap();
     let b = w.elector("b");
-    let mut bs = b.leadership();
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        bs.wait_for(|s| matches!(s, State::Following { .. })),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    following(&b).await;
 
     w.store.fail_next(Op::HandOver, 1);
     let before = w.store.calls(Op::HandOver);

@@ -270,6 +270,12 @@ impl LeaseStore for FaultyStore {
             .await
     }
 
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        let (tenure, metadata) = (tenure.clone(), metadata.to_string());
+        self.call(move |s| async move { s.proclaim(&tenure, &metadata).await })
+            .await
+    }
+
     fn membership(&self) -> Option<&dyn Membership> {
         Some(self)
     }

@@ -20,7 +20,7 @@ impl Campaign {
         Claim {
             key: self.config.key.clone(),
             holder: self.config.holder.clone(),
-            metadata: self.config.metadata.clone(),
+            metadata: self.shared.metadata(),
             ttl: self.timing().ttl,
         }
     }

@@ -154,7 +154,7 @@ impl Campaign {
         Member {
             key: self.config.key.clone(),
             holder: self.config.holder.clone(),
-            metadata: self.config.metadata.clone(),
+            metadata: self.shared.metadata(),
             priority: self.config.priority,
         }
     }

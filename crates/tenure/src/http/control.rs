@@ -1,4 +1,5 @@
-//! `POST .../resign` and `.../transfer`: only with the configured bearer token.
+//! `POST .../resign`, `.../transfer` and `.../proclaim`: only with the
+//! configured bearer token.
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.api.token else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "resign and transfer are disabled: no token configured (tenure serve --token-file)",
+            "resign, transfer and proclaim are disabled: no token configured (--token-file)",
         ));
     };
     let given = headers
@@ -45,6 +46,12 @@ fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
             "missing bearer token: send `Authorization: Bearer <token>`",
         )),
     }
+}
+
+/// The request's JSON body, or a 400 naming the `shape` expected.
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("expected a JSON body {shape}: {e}")))
 }
 
 fn asked(r: &crate::store::LeaseRecord) -> Json<serde_json::Value> {
@@ -84,16 +91,63 @@ pub(crate) async fn transfer(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     authorize(&state, &headers)?;
     let key = key(&namespace, &election)?;
-    let body: TransferBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "expected a JSON body {{\"to\": \"<identity>\"}}: {e}"
-        ))
-    })?;
+    let body: TransferBody = json_body(&body, r#"{"to": "<identity>"}"#)?;
     let window = Duration::from_millis(body.window_ms.unwrap_or(10_000));
     crate::handover::check_transfer_window(window)
         .map_err(|e| ApiError::bad_request(format!("window_ms: {e}")))?;
     let r = crate::handover::transfer(&state.api.store, &key, &body.to, window).await?;
     Ok((StatusCode::ACCEPTED, asked(&r)))
+}
+
+/// The body of a proclaim request.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ProclaimBody {
+    /// The leader's new metadata.
+    metadata: String,
+}
+
+/// `POST /v1/elections/{namespace}/{election}/proclaim` with
+/// `{"metadata": "..."}`: this process's own elector, while it leads that
+/// election, replaces its tenure's metadata ([`crate::Leadership::proclaim`]).
+/// Served only where the API has an elector (`tenure run --http`): a
+/// central server leads nothing, so it answers 409 like a follower.
+pub(crate) async fn proclaim(
+    state: State,
+    Path((namespace, election)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    authorize(&state, &headers)?;
+    let key = key(&namespace, &election)?;
+    let body: ProclaimBody = json_body(&body, r#"{"metadata": "<text>"}"#)?;
+    crate::names::validate_metadata(&body.metadata)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let not_leading = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "this process does not lead {key}: send proclaim to the leader's own \
+                 HTTP API (`tenure run --http`)"
+            ),
+        )
+    };
+    let leadership = state
+        .api
+        .elector
+        .as_ref()
+        .filter(|e| *e.election() == key)
+        .and_then(|e| e.current())
+        .ok_or_else(not_leading)?;
+    if !leadership.proclaim(body.metadata.clone()).await? {
+        return Err(not_leading());
+    }
+    Ok((
+        StatusCode::OK,
+        Json(serde_json::json!({
+            "term": leadership.term(),
+            "metadata": body.metadata,
+        })),
+    ))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! | `GET /readyz` | 200 once the store answers a read; 503 with `"reason": "store unreachable"` while it does not (the store's error goes to the log: it may name the store's host and user) |
 //! | `GET /metrics` | the render hook's text (Prometheus), after a read of every election's members (`tenure_members`); 404 without a hook |
 //! | `POST /v1/elections/{namespace}/{election}/resign`, `.../transfer` | ask the leader to step down (for anyone, or `{"to": "identity"}`); need the bearer token, 403 without one configured |
+//! | `POST /v1/elections/{namespace}/{election}/proclaim` | `{"metadata": "..."}`: this process, while it leads, replaces its tenure's metadata; needs the bearer token; 409 where this process does not lead |
 //! | `GET /ui` | the dashboard page, its first paint (every election: leader, term, lease left, members) rendered from a read of the store, so it shows the state without scripts |
 //!
 //! When the store cannot be read, the election routes answer the last
@@ -107,8 +108,8 @@ impl Api {
         self
     }
 
-    /// The bearer token that `POST .../resign` and `.../transfer` require;
-    /// without one they answer 403 and change nothing.
+    /// The bearer token that `POST .../resign`, `.../transfer` and
+    /// `.../proclaim` require; without one they answer 403 and change nothing.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self
@@ -161,6 +162,10 @@ impl Api {
             .route(
                 "/v1/elections/{namespace}/{election}/transfer",
                 post(control::transfer),
+            )
+            .route(
+                "/v1/elections/{namespace}/{election}/proclaim",
+                post(control::proclaim),
             )
             .route("/v1/events", get(events::sse))
             .route("/healthz", get(health::healthz))

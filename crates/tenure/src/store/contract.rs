@@ -151,6 +151,22 @@ pub trait LeaseStore: Send + Sync + Debug + 'static {
         reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>>;
 
+    /// Replaces the metadata of `tenure` while it holds the lease unexpired
+    /// (etcd's `Proclaim`): one conditional write that changes nothing else
+    /// (not the term, not the expiry the holder counts on). Returns whether
+    /// it applied; `false` once the tenure is over. Observers see the new
+    /// metadata at their next read. Every store of this crate has it; the
+    /// default answers [`Error::Unsupported`](crate::Error::Unsupported).
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        let _ = (tenure, metadata);
+        Err(crate::error::Error::Unsupported {
+            store: self.describe(),
+            what: "changing a leader's metadata (proclaim): hand the lease over to a \
+                   candidate built with the new metadata instead"
+                .to_string(),
+        })
+    }
+
     /// The store's member list, where it keeps one (every store of this
     /// crate but a wrapper's choice): registrations from which successors
     /// are chosen. Without it, candidates send no heartbeats and any of
@@ -245,6 +261,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
         (**self).request_handover(key, to, window, reason).await
+    }
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        (**self).proclaim(tenure, metadata).await
     }
     fn membership(&self) -> Option<&dyn Membership> {
         (**self).membership()

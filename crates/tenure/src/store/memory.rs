@@ -358,6 +358,24 @@ impl LeaseStore for MemoryStore {
         }
     }
 
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        self.writes.increment(1);
+        let now = self.now_us();
+        let mut t = self.rows();
+        match t.leases.get_mut(&tenure.key) {
+            Some(row)
+                if row.holder == tenure.holder
+                    && row.term == tenure.term
+                    && row.expires_us > now =>
+            {
+                row.metadata = metadata.to_string();
+                row.version += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let now = self.now_us();
         Ok(self

@@ -54,9 +54,11 @@ pub enum Op {
     RunPut,
     /// [`RunRecords::list`].
     RunList,
+    /// [`LeaseStore::proclaim`].
+    Proclaim,
 }
 
-const OPS: usize = 18;
+const OPS: usize = 19;
 
 /// Wraps a store: delegates every call, counts calls per [`Op`], and has
 /// fault switches.
@@ -261,6 +263,11 @@ impl LeaseStore for Instrumented {
     ) -> Result<Option<LeaseRecord>> {
         self.enter(Op::RequestHandover).await?;
         self.inner.request_handover(key, to, window, reason).await
+    }
+
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        self.enter(Op::Proclaim).await?;
+        self.inner.proclaim(tenure, metadata).await
     }
 
     fn membership(&self) -> Option<&dyn Membership> {

@@ -142,6 +142,79 @@ impl Conformance {
             .next_term(&self.name, rec.term, next.term);
     }
 
+    /// A holder's proclaim changes its tenure's metadata and nothing else;
+    /// renewals keep it; any other tenure's proclaim is refused.
+    pub async fn proclaim_changes_only_the_current_tenure(&self) {
+        let _turn = shared().await;
+        let (a, b) = (self.store().await, self.store().await);
+        let key = self.key("proclaim");
+        let ttl = Duration::from_secs(60);
+        let rec = must_acquire(&a, &claim(&key, "a#1", ttl)).await;
+        let mine = tenure(&rec);
+        let name = &self.name;
+        assert!(
+            a.proclaim(&mine, "addr=10.0.0.2:8080")
+                .await
+                .expect("proclaim"),
+            "[{name}] the holder proclaims"
+        );
+        let seen = b.read(&key).await.expect("read").expect("row");
+        assert_eq!(
+            seen.metadata, "addr=10.0.0.2:8080",
+            "[{name}] others read it"
+        );
+        assert_eq!(seen.holder.as_deref(), Some("a#1"), "[{name}] same holder");
+        assert_eq!(seen.term, rec.term, "[{name}] proclaim keeps the term");
+        assert!(
+            seen.expires_at_us >= rec.expires_at_us,
+            "[{name}] proclaim does not shorten the lease: {seen:?} after {rec:?}"
+        );
+        assert!(a.renew(&mine, ttl).await.expect("renew"), "[{name}] renews");
+        let renewed = b.read(&key).await.expect("read").expect("row");
+        assert_eq!(
+            renewed.metadata, "addr=10.0.0.2:8080",
+            "[{name}] a renewal keeps the proclaimed metadata"
+        );
+        for (stranger, what) in [
+            (
+                Tenure {
+                    holder: "b#1".into(),
+                    ..mine.clone()
+                },
+                "another holder",
+            ),
+            (
+                Tenure {
+                    term: mine.term + 1,
+                    ..mine.clone()
+                },
+                "another term",
+            ),
+        ] {
+            assert!(
+                !b.proclaim(&stranger, "forged").await.expect("proclaim"),
+                "[{name}] {what}'s proclaim is refused"
+            );
+        }
+        assert!(a.release(&mine).await.expect("release"));
+        assert!(
+            !a.proclaim(&mine, "after release").await.expect("proclaim"),
+            "[{name}] no proclaim after release"
+        );
+        let next = must_acquire(&b, &claim(&key, "b#1", ttl)).await;
+        assert!(
+            !a.proclaim(&mine, "old term").await.expect("proclaim"),
+            "[{name}] an ended term's proclaim is refused"
+        );
+        let read = a.read(&key).await.expect("read").expect("row");
+        assert_eq!(
+            (read.holder.as_deref(), read.metadata.as_str()),
+            (Some("b#1"), "meta of b#1"),
+            "[{name}] the new tenure's metadata is untouched"
+        );
+        assert!(b.release(&tenure(&next)).await.expect("release"));
+    }
+
     /// Consecutive handovers between two connections give strictly increasing terms.
     pub async fn handovers_increase_terms(&self) {
         let _turn = shared().await;

@@ -54,6 +54,7 @@ macro_rules! conformance_tests {
             non_holder_cannot_renew_or_release,
             renew_after_expiry_fails_and_next_term_is_higher,
             release_lets_another_acquire_at_once,
+            proclaim_changes_only_the_current_tenure,
             handovers_increase_terms,
             sub_second_ttl,
             times_come_from_the_store_clock,

@@ -16,6 +16,7 @@ mod history;
 mod keys;
 mod lease;
 mod members;
+mod proclaim;
 mod read;
 mod renew;
 mod retry;
@@ -170,6 +171,10 @@ impl LeaseStore for EtcdStore {
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         self.inner.release(tenure).await
+    }
+
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        self.inner.proclaim(tenure, metadata).await
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {

@@ -395,6 +395,22 @@ impl LeaseStore for RedisStore {
         self.step_down(tenure, "", Duration::ZERO, "released").await
     }
 
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        let done: i64 = self
+            .run(
+                self.scripts
+                    .proclaim
+                    .key(self.key("lease", &tenure.key))
+                    .arg(&tenure.holder)
+                    .arg(tenure.term)
+                    .arg(metadata)
+                    .arg(self.channel())
+                    .arg(Self::member(&tenure.key)),
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let fields: Vec<String> = self
             .run(&self.scripts.read.key(self.key("lease", key)))

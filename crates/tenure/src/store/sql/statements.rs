@@ -76,6 +76,8 @@ pub(super) struct Statements {
     pub(super) fence: String,
     pub(super) hand_over: String,
     pub(super) request_handover: String,
+    /// A holder's new metadata, only while its tenure holds unexpired.
+    pub(super) proclaim: String,
     pub(super) leave: String,
     pub(super) members: String,
     /// Every election's members, in `members`' order within each.
@@ -179,6 +181,12 @@ impl Statements {
                 &t,
                 "handover_to = ?, handover_until_us = {now} + ?, handover_reason = ?, version = version + 1",
                 &format!("{key} AND holder <> '' AND expires_us > {{now}}"),
+                &changes,
+            ),
+            proclaim: dialect.update_announced(
+                &t,
+                "metadata = ?, version = version + 1",
+                &format!("{key} AND holder = ? AND term = ? AND expires_us > {{now}}"),
                 &changes,
             ),
             leave: dialect.delete(&m, &format!("{key} AND holder = ?")),

@@ -292,6 +292,17 @@ impl LeaseStore for SqlStore {
         Ok(released)
     }
 
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        let done = bind_tenure(
+            sqlx::query(&sent(self.dialect, &self.statements.proclaim)).bind(metadata),
+            tenure,
+        )
+        .execute_on(&self.own)
+        .await
+        .map_err(|e| self.wrap(e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn hand_over(
         &self,
         tenure: &Tenure,

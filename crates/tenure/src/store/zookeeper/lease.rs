@@ -200,23 +200,64 @@ impl Inner {
     }
 
     pub(super) async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        let session = self.session(ttl).await?;
+        self.rewrite_leader(tenure, Some(ttl), None).await
+    }
+
+    /// A holder's new metadata on its live leader znode.
+    pub(super) async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        self.rewrite_leader(tenure, None, Some(metadata)).await
+    }
+
+    /// Rewrites `tenure`'s leader znode from the holder's own session,
+    /// conditional on the version read: as it is (a renewal, whose `ttl`
+    /// picks the session; refused while a hand-over is asked for), or with
+    /// new metadata (on the session of the znode's own TTL). Either write
+    /// moves `mtime`, the renewal time by the ensemble's clock.
+    async fn rewrite_leader(
+        &self,
+        tenure: &Tenure,
+        ttl: Option<Duration>,
+        metadata: Option<&str>,
+    ) -> Result<bool> {
         let path = self.node(&tenure.key, "leader");
+        let session = match ttl {
+            Some(ttl) => self.session(ttl).await?,
+            None => {
+                // The holder's session is the one of its TTL, read first.
+                let main = self.main().await?;
+                let data = match main.get_data(&path).await {
+                    Ok((data, _)) => data,
+                    Err(ZkError::NoNode) => return Ok(false),
+                    Err(e) => return Err(self.map(&path, e)),
+                };
+                let Ok(lv) = serde_json::from_slice::<LeaderValue>(&data) else {
+                    return Ok(false);
+                };
+                self.session(Duration::from_millis(lv.ttl_ms)).await?
+            }
+        };
         let (data, stat) = match session.get_data(&path).await {
             Ok(r) => r,
             Err(ZkError::NoNode) => return Ok(false),
             Err(e) => return Err(self.map(&path, e)),
         };
-        let Ok(lv) = serde_json::from_slice::<LeaderValue>(&data) else {
+        let Ok(mut lv) = serde_json::from_slice::<LeaderValue>(&data) else {
             return Ok(false);
         };
         if lv.holder != tenure.holder
             || lv.term != tenure.term
-            || lv.handover.is_some()
+            || (metadata.is_none() && lv.handover.is_some())
             || stat.ephemeral_owner != session.session_id().0
         {
             return Ok(false);
         }
+        let data = match metadata {
+            None => data,
+            Some(metadata) => {
+                lv.metadata = metadata.to_string();
+                serde_json::to_vec(&lv).map_err(|e| self.protocol(e.to_string()))?
+            }
+        };
         // From the holder's own session: its answer proves the ensemble
         // heard the session after the elector's t0.
         let new = match session.set_data(&path, &data, Some(stat.version)).await {

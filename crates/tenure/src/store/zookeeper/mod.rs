@@ -378,6 +378,10 @@ impl LeaseStore for ZkStore {
         self.inner.end(tenure, None).await
     }
 
+    async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
+        self.inner.proclaim(tenure, metadata).await
+    }
+
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         Inner::watch(&self.inner, key).await;
         self.inner.read(key).await
