@@ -48,6 +48,15 @@ pub async fn watch(a: WatchArgs) -> Result<u8, Failure> {
         } else {
             match &change {
                 Change::Leader {
+                    key,
+                    leader,
+                    term,
+                    metadata,
+                    ..
+                } if !metadata.is_empty() => {
+                    format!("{at}  {key}  leader {leader} (term {term}, metadata {metadata:?})")
+                }
+                Change::Leader {
                     key, leader, term, ..
                 } => format!("{at}  {key}  leader {leader} (term {term})"),
                 Change::NoLeader { key, last_term } => {

@@ -49,7 +49,8 @@ impl Selection {
 #[serde(tag = "change", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Change {
-    /// `leader` leads `key` under `term` (a new leader, or a new term).
+    /// `leader` leads `key` under `term`: a new leader, a new term, or new
+    /// metadata under the same term ([`Leadership::proclaim`](crate::Leadership::proclaim)).
     /// Between two terms there is always a [`Change::NoLeader`].
     Leader {
         /// The election.
@@ -141,8 +142,14 @@ pub fn observe(store: DynStore, selection: Selection, options: ObserveOptions) -
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Seen {
-    Leader { holder: String, term: u64 },
-    NoLeader { last_term: u64 },
+    Leader {
+        holder: String,
+        term: u64,
+        metadata: String,
+    },
+    NoLeader {
+        last_term: u64,
+    },
 }
 
 /// How many elections get metric series of their own (leader present,
@@ -165,6 +172,7 @@ fn seen(rec: Option<&LeaseRecord>) -> Seen {
         Some(r) if r.is_held() => Seen::Leader {
             holder: r.holder.clone().unwrap_or_default(),
             term: r.term,
+            metadata: r.metadata.clone(),
         },
         Some(r) => Seen::NoLeader { last_term: r.term },
         None => Seen::NoLeader { last_term: 0 },
@@ -299,7 +307,7 @@ async fn run(
                         }
                     }
                     let change = match (&now, rec) {
-                        (Seen::Leader { holder, term }, Some(r)) => Change::Leader {
+                        (Seen::Leader { holder, term, .. }, Some(r)) => Change::Leader {
                             key: key.clone(),
                             leader: holder.clone(),
                             term: *term,
@@ -409,6 +417,51 @@ mod tests {
             writes + 1,
             "only the test's release wrote; the observer never writes"
         );
+    }
+
+    /// A leader's proclaim is a change under the same term, with the new
+    /// metadata; a proclaim that was refused is none.
+    #[tokio::test]
+    async fn a_proclaim_is_reported_under_the_same_term() {
+        let memory = Arc::new(MemoryStore::new());
+        let key = ElectionKey::new("default", "job");
+        let opts = ObserveOptions {
+            poll_period: Duration::from_millis(10),
+            retry_period: Duration::from_millis(10),
+        };
+        let claim = Claim {
+            key: key.clone(),
+            holder: "a#1".into(),
+            metadata: "10.0.0.1".into(),
+            ttl: Duration::from_secs(30),
+        };
+        let Acquire::Acquired(rec) = memory.try_acquire(&claim).await.unwrap() else {
+            panic!("acquired")
+        };
+        let mut o = observe(
+            memory.clone(),
+            Selection::Elections(vec![key.clone()]),
+            opts,
+        );
+        let leader = |metadata: &str| Change::Leader {
+            key: key.clone(),
+            leader: "a#1".into(),
+            term: rec.term,
+            metadata: metadata.into(),
+        };
+        assert_eq!(next(&mut o).await, leader("10.0.0.1"));
+        let tenure = Tenure {
+            key: key.clone(),
+            holder: "a#1".into(),
+            term: rec.term,
+        };
+        let stale = Tenure {
+            term: rec.term + 1,
+            ..tenure.clone()
+        };
+        assert!(!memory.proclaim(&stale, "forged").await.unwrap());
+        assert!(memory.proclaim(&tenure, "10.0.0.2").await.unwrap());
+        assert_eq!(next(&mut o).await, leader("10.0.0.2"));
     }
 
     /// A release and the takeover that follows before the observer's next
