@@ -19,7 +19,8 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.
 #[derive(Debug, clap::Args)]
 pub struct HarnessArgs {
     /// `sqlite`, `mariadb`, `postgres`, `redis` or `zk` (private server instances that the harness
-    /// may crash and restart), `redis-volatile` (a private Redis without persistence, which
+    /// may crash and restart), `etcd` (a private one-member etcd, faulted through the
+    /// candidates' proxies but never restarted), `redis-volatile` (a private Redis without persistence, which
     /// loses acknowledged writes on restart: SAFETY.md's A4 broken, violations expected),
     /// or a store URL (never restarted).
     #[arg(long, default_value = "sqlite")]
@@ -186,12 +187,26 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         )),
         _ => None,
     };
-    let upstream_url = match (&server, args.store.as_str()) {
-        (Some(s), _) => s.url(),
-        (None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
-        (None, url) => url.to_string(),
+    // A private etcd member: test support removes a member's data when it
+    // stops, so it cannot be restarted on its data, and a restart fault
+    // would hand out terms again. Every proxy fault applies.
+    let etcd = match args.store.as_str() {
+        "etcd" => Some(
+            tokio::task::spawn_blocking(|| tenure_testsupport::EtcdCluster::start(1))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    let upstream_url = match (&server, &etcd, args.store.as_str()) {
+        (Some(s), _, _) => s.url(),
+        (None, Some(e), _) => e.url(),
+        (None, None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
+        (None, None, url) => url.to_string(),
     };
     let is_server = upstream_url.starts_with("redis")
+        || upstream_url.starts_with("etcd")
         || upstream_url.starts_with("mysql")
         || upstream_url.starts_with("postgres")
         || upstream_url.starts_with("mariadb")
@@ -314,6 +329,7 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         let _ = c.child.wait();
     }
     drop(server);
+    drop(etcd);
     let report = crate::check::check(
         &run.out,
         run.args.ttl,
