@@ -51,13 +51,32 @@ pub struct ZkEnsemble {
     secure_ports: Vec<u16>,
     dir: tempfile::TempDir,
     classpath: String,
+    /// Per server, a libfaketime offset of its wall clock (`"+10s"`).
+    clock_offsets: Vec<Option<String>>,
 }
+
+/// libfaketime, which shifts a process's wall clock (Debian's `libfaketime`).
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 impl ZkEnsemble {
     /// Starts `n` servers (1 standalone, or an ensemble) and waits (up to
     /// 60 s) until every one answers `ruok` and a quorum serves (`srvr`).
     pub fn start(n: usize) -> std::io::Result<Self> {
-        Self::start_with(n, None)
+        Self::start_with(n, None, Vec::new())
+    }
+
+    /// Like [`Self::start`], server `i`'s wall clock shifted by
+    /// `offsets[i]` (libfaketime's syntax, `"+10s"`; `None`: the host's).
+    /// ZooKeeper stamps each transaction's `mtime` with its leader's wall
+    /// clock, so a shifted server stamps shifted times while it leads.
+    pub fn start_with_clocks(n: usize, offsets: &[Option<&str>]) -> std::io::Result<Self> {
+        if offsets.iter().any(Option::is_some) && !Path::new(FAKETIME_LIB).is_file() {
+            return Err(std::io::Error::other(format!(
+                "no {FAKETIME_LIB}: apt-get install libfaketime"
+            )));
+        }
+        let offsets = offsets.iter().map(|o| o.map(str::to_string)).collect();
+        Self::start_with(n, None, offsets)
     }
 
     /// Like [`Self::start`], each server also serving TLS on a
@@ -68,10 +87,14 @@ impl ZkEnsemble {
         ca: &crate::tls::TestCa,
         client_auth: bool,
     ) -> std::io::Result<Self> {
-        Self::start_with(n, Some((ca, client_auth)))
+        Self::start_with(n, Some((ca, client_auth)), Vec::new())
     }
 
-    fn start_with(n: usize, tls: Option<(&crate::tls::TestCa, bool)>) -> std::io::Result<Self> {
+    fn start_with(
+        n: usize,
+        tls: Option<(&crate::tls::TestCa, bool)>,
+        clock_offsets: Vec<Option<String>>,
+    ) -> std::io::Result<Self> {
         let mut classpath = classpath().ok_or_else(|| {
             std::io::Error::other(
                 "no ZooKeeper (apt-get install zookeeper, or set TENURE_ZOOKEEPER_CLASSPATH)",
@@ -155,6 +178,7 @@ impl ZkEnsemble {
             secure_ports,
             dir,
             classpath,
+            clock_offsets,
         };
         for i in 0..n {
             let child = zk.spawn(i)?;
@@ -177,7 +201,16 @@ impl ZkEnsemble {
         // Through a shell that SIGKILLs java when its stdin (a pipe this
         // process holds) closes: when this process exits, even with the
         // ensemble in a `static` that is never dropped, or on `kill`.
-        Command::new("sh")
+        let mut command = Command::new("sh");
+        if let Some(offset) = self.clock_offsets.get(i).cloned().flatten() {
+            // The wall clock only: the JVM's timeouts run on the monotonic one.
+            command
+                .env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME", offset)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                .env("FAKETIME_NO_CACHE", "1");
+        }
+        command
             .arg("-c")
             .arg(r#"java "$@" </dev/null & j=$!; read _; kill -9 $j; wait $j"#)
             .arg("sh")
@@ -307,6 +340,15 @@ impl ZkEnsemble {
             self.servers[i] = Some(child);
         }
         self.wait_serving(Duration::from_secs(60))
+    }
+
+    /// Which running server leads the ensemble (`srvr` says `Mode: leader`).
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.servers.len()).find(|&i| {
+            self.servers[i].is_some()
+                && four_letters(self.client_ports[i], "srvr")
+                    .is_ok_and(|a| a.contains("Mode: leader"))
+        })
     }
 
     /// The server's answer to a four-letter command (`mntr`, `srvr`, `cons`).

@@ -61,7 +61,7 @@
 //! | PostgreSQL 12+ | `postgres://`, `postgresql://` | `postgres` | `LISTEN`/`NOTIFY` | the server's clock | 100 ms | dense (+1) | transactions, as SQLite |
 //! | Redis 5+ | `redis://`, `rediss://` | `redis` | pub/sub | the server's `TIME`, in a Lua script | 100 ms | dense (+1); survive a restart only with AOF and `appendfsync always` (a connect warns otherwise; `?durability=volatile` accepts it) | `SET`/`HSET`/`XADD`/`DEL` in the checking script: [`RedisStore::fenced`][redis-fenced] |
 //! | etcd 3.4+ | `etcd://h1:2379,h2:2379`, `etcds://` | `etcd` | the watch of the key prefix | etcd's lease expiry (revoked in a 500 ms sweep) | 1 s (whole seconds, rounded up) | etcd revisions: strictly increasing, with gaps | your ops in the comparing `Txn`: [`EtcdStore::fenced_txn`][etcd-fenced] |
-//! | ZooKeeper 3.6+ | `zk://h1:2181,h2:2181/chroot`, `zks://` | `zookeeper` | a persistent watch per election | session expiry (session timeout = TTL) and `mtime` + TTL, by the ZooKeeper leader's clock | any, up to the servers' `maxSessionTimeout` | dense (+1): the version of a counter znode | none: hand the term on |
+//! | ZooKeeper 3.6+ | `zk://h1:2181,h2:2181/chroot`, `zks://` | `zookeeper` | a persistent watch per election | session expiry (session timeout = TTL) and `mtime` + TTL, by one ZooKeeper leader's clock (across a ZooKeeper leader change, the acquirer's monotonic clock) | any, up to the servers' `maxSessionTimeout` | dense (+1): the version of a counter znode | none: hand the term on |
 //! | memory | `memory://` | always | in-process | the process (tests only) | 100 ms | dense (+1) | none |
 //!
 //! Push is a wake-up only: the conditional write still decides who leads,

@@ -220,3 +220,71 @@ async fn zks_urls_speak_tls_and_refuse_what_does_not() {
         "{err}"
     );
 }
+
+/// ZooKeeper stamps each write's `mtime` with its leader's wall clock.
+/// After the ZooKeeper leader changes to a server whose clock is thirty
+/// seconds ahead (libfaketime), no other process takes a lease before its
+/// holder's deadline (with a 10 s TTL, it did 1.4 s before when expiry
+/// compared the two leaders' stamps), and a holder that never renews is
+/// still succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_zookeeper_leader_with_a_clock_ahead_does_not_expire_a_live_lease() {
+    if tenure_testsupport::zookeeper::classpath().is_none() && !servers::required() {
+        println!("SKIPPED: no ZooKeeper (apt-get install zookeeper)");
+        return;
+    }
+    // Servers 0 and 1 thirty seconds ahead; server 2 (myid 3, which wins
+    // elections among equals) on the host's clock.
+    let mut zk = ZkEnsemble::start_with_clocks(3, &[Some("+30s"), Some("+30s"), None])
+        .expect("ensemble with shifted clocks (needs libfaketime)");
+    for _ in 0..3 {
+        match zk.leader() {
+            Some(2) => break,
+            Some(i) => {
+                zk.kill(i);
+                zk.restart(i).expect("restart");
+            }
+            None => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+    assert_eq!(zk.leader(), Some(2), "the host-clock server leads");
+    let ttl = Duration::from_secs(10);
+    let holder = connect(&zk.url(), &opts()).await.expect("store");
+    let other = connect(&zk.url(), &opts()).await.expect("store");
+    let key = ElectionKey::new("default", "skew");
+    // The holder's deadline as an elector counts it, less a little more:
+    // from before its acquisition, the TTL less the 1% drift bound.
+    let t0 = Instant::now();
+    let Acquire::Acquired(held) = holder
+        .try_acquire(&claim(&key, "a#1", ttl))
+        .await
+        .expect("acquire")
+    else {
+        panic!("vacant election not acquired");
+    };
+    let deadline = t0 + ttl.mul_f64(0.98);
+    // The host-clock leader goes; a server thirty seconds ahead takes over.
+    // The holder has not renewed yet (it may wait a third of a TTL).
+    zk.kill(2);
+    // A holder that never renews again is still succeeded: judged by this
+    // process's clock once the ZooKeeper leader changed.
+    let give_up = deadline + 2 * ttl;
+    let taken = loop {
+        if let Ok(Acquire::Acquired(rec)) = other.try_acquire(&claim(&key, "b#1", ttl)).await {
+            break (Instant::now(), rec.term);
+        }
+        assert!(
+            Instant::now() < give_up,
+            "no takeover within two TTLs of the holder's deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        taken.0 >= deadline,
+        "term {} taken {:?} before the deadline of term {}",
+        taken.1,
+        deadline - taken.0,
+        held.term
+    );
+    assert_eq!(taken.1, held.term + 1, "the next term");
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, CreateMode, Error as ZkError, MultiWriteError, MultiWriteResult};
 
+use super::clocks;
 use super::read::us;
 use super::values::{HandoverValue, HistoryValue, LeaderValue, State};
 use super::{ms, Inner};
@@ -37,14 +38,19 @@ impl Inner {
             }
             let snap = this.snapshot(key).await?;
             // The ZooKeeper leader's clock, read after the snapshot.
-            let now = this.server_now_us().await?;
+            let (now, now_epoch) = this.server_now().await?;
             let mut expired_leader = None;
             if let Some((lv, stat)) = snap.leader() {
-                let expires = stat
-                    .mtime
-                    .saturating_mul(1000)
-                    .saturating_add(us(Duration::from_millis(lv.ttl_ms)));
-                if expires > now {
+                let ttl = Duration::from_millis(lv.ttl_ms);
+                let expires = stat.mtime.saturating_mul(1000).saturating_add(us(ttl));
+                let seen_for = this.sightings.unchanged_for(key, stat.czxid, stat.version);
+                // Only stamps of one ZooKeeper leader compare (`clocks.rs`).
+                let expired = if clocks::epoch(stat.mzxid) == now_epoch {
+                    expires <= now
+                } else {
+                    seen_for >= clocks::unchanged_long_enough(ttl)
+                };
+                if !expired {
                     return Ok(Acquire::Held(this.record(key, &snap, now)?));
                 }
                 expired_leader = Some((lv, stat.version, expires));
@@ -268,7 +274,10 @@ impl Inner {
         let expired_at = stat
             .mtime
             .saturating_add(i64::try_from(lv.ttl_ms).unwrap_or(i64::MAX / 2));
-        if new.mtime >= expired_at {
+        // Only stamps of one ZooKeeper leader compare (`clocks.rs`): across
+        // a leader change this write counts as in time. Had an acquirer
+        // taken the lease meanwhile, this versioned write would have failed.
+        if clocks::epoch(new.mzxid) == clocks::epoch(stat.mzxid) && new.mtime >= expired_at {
             // The lease had expired by the ZooKeeper leader's clock before
             // this write: it ends here instead (a comeback is a new term).
             let _ = self.end(tenure, None).await;

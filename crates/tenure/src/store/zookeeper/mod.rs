@@ -1,5 +1,6 @@
 #![doc = include_str!("docs.md")]
 
+mod clocks;
 mod errors;
 mod history;
 mod lease;
@@ -50,6 +51,9 @@ struct Inner {
     changes: broadcast::Sender<Option<ElectionKey>>,
     /// The elections with a watch task, and the tasks.
     watched: Mutex<HashMap<ElectionKey, tokio::task::JoinHandle<()>>>,
+    /// Leader znode versions and since when this process sees them, for
+    /// expiry across ZooKeeper leaders (`clocks.rs`).
+    sightings: clocks::Sightings,
 }
 
 impl std::fmt::Debug for ZkStore {
@@ -108,6 +112,7 @@ impl ZkStore {
             dirs: Mutex::new(HashSet::new()),
             changes,
             watched: Mutex::new(HashMap::new()),
+            sightings: clocks::Sightings::default(),
         });
         inner.check_tree().await?;
         Ok(Self { inner })
@@ -231,13 +236,19 @@ impl Inner {
     /// The ZooKeeper leader's clock now, in µs since the epoch: the `mtime`
     /// of a write. Decisions about expiry compare znode times with this.
     async fn server_now_us(&self) -> Result<i64> {
+        Ok(self.server_now().await?.0)
+    }
+
+    /// [`Self::server_now_us`] and the epoch of the ZooKeeper leader whose
+    /// clock it is (`clocks.rs`).
+    async fn server_now(&self) -> Result<(i64, i64)> {
         let c = self.main().await?;
         let path = self.clock_path();
         let stat = c
             .set_data(&path, b"", None)
             .await
             .map_err(|e| self.map(&path, e))?;
-        Ok(stat.mtime.saturating_mul(1000))
+        Ok((stat.mtime.saturating_mul(1000), clocks::epoch(stat.mzxid)))
     }
 
     /// Checks the base znode is ours (creating it if missing), inside an
