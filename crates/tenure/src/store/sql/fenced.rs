@@ -194,7 +194,7 @@ impl FencedTransaction {
         // On failure the transaction state (or the session's) is unknown:
         // Drop closes the connection.
         self.finished = result.is_ok();
-        result.map(|_| ()).map_err(|e| Error::Unavailable {
+        result.map_err(|e| Error::Unavailable {
             source: None,
             store: self.store.clone(),
             reason: format!("{stmt} failed: {e}"),
