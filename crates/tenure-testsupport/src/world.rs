@@ -71,6 +71,34 @@ impl World {
         self.builder(id).build().expect("elector")
     }
 
+    /// [`World::elector`], once it leads (within 5 s of real time: a
+    /// vacant election needs no clock movement).
+    pub async fn leader(&self, id: &str) -> Elector {
+        let e = self.elector(id);
+        tokio::time::timeout(Duration::from_secs(5), e.acquired())
+            .await
+            .expect("leads within 5 s")
+            .expect("the elector runs");
+        e
+    }
+
+    /// [`World::elector`], once it follows a leader (within 5 s).
+    pub async fn follower(&self, id: &str) -> Elector {
+        let e = self.elector(id);
+        follows(&e).await;
+        e
+    }
+
+    /// Election "job"'s lease as the store has it now.
+    pub async fn lease(&self) -> tenure::store::LeaseRecord {
+        use tenure::store::LeaseStore;
+        self.store
+            .read(&ElectionKey::new("default", "job"))
+            .await
+            .expect("read")
+            .expect("the election was acquired")
+    }
+
     /// The electors' store, as the trait object the store API takes.
     pub fn dyn_store(&self) -> DynStore {
         self.store.clone()
@@ -94,6 +122,18 @@ pub async fn settle() {
         tokio::task::yield_now().await;
     }
     tokio::time::sleep(Duration::from_millis(3)).await;
+}
+
+/// Waits (up to 5 s) until `e` follows a leader.
+pub async fn follows(e: &Elector) {
+    let mut state = e.leadership();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        state.wait_for(|s| matches!(s, tenure::State::Following { .. })),
+    )
+    .await
+    .expect("following within 5 s")
+    .expect("the elector runs");
 }
 
 /// Waits (real time, with a deadline) until `cond` holds.

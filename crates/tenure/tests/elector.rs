@@ -10,7 +10,7 @@ use tenure::store::{Acquire, Claim, ElectionKey, Handover, LeaseStore, LeaseStor
 use tenure::testing::Op;
 use tenure::{Elector, State};
 
-use tenure_testsupport::world::{eventually, key, settle, World, TTL};
+use tenure_testsupport::world::{eventually, follows, key, settle, World, TTL};
 
 #[tokio::test]
 async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
@@ -55,11 +55,7 @@ async fn lost_fires_at_the_deadline_even_if_the_store_hangs_forever() {
 #[tokio::test]
 async fn renews_every_third_of_the_ttl_and_keeps_the_term() {
     let w = World::new();
-    let e = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let e = w.leader("a").await;
     let writes_before = w.writes();
     w.advance(Duration::from_secs(60), Duration::from_millis(250))
         .await;
@@ -73,11 +69,7 @@ async fn renews_every_third_of_the_ttl_and_keeps_the_term() {
 #[tokio::test]
 async fn store_outage_retries_until_deadline_then_recampaigns_with_new_term() {
     let w = World::new();
-    let e = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let e = w.leader("a").await;
     w.store.set_unavailable(true);
     let writes_before = w.writes();
     w.advance(Duration::from_millis(9800), Duration::from_millis(100))
@@ -190,28 +182,11 @@ async fn run_cancels_the_work_when_leadership_is_lost() {
     runner.abort();
 }
 
-/// Waits (up to 5 s) until `e` follows a leader.
-async fn following(e: &Elector) {
-    let mut state = e.leadership();
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        state.wait_for(|s| matches!(s, State::Following { .. })),
-    )
-    .await
-    .expect("following within 5 s")
-    .expect("the elector runs");
-}
-
 #[tokio::test]
 async fn resign_hands_over_and_shutdown_releases() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
-    let b = w.elector("b");
-    following(&b).await;
+    let a = w.leader("a").await;
+    let b = w.follower("b").await;
     a.resign().await.expect("resign");
     assert!(!a.is_leader());
     // b notices within one poll period (80 ms), long before any TTL.
@@ -224,12 +199,7 @@ async fn resign_hands_over_and_shutdown_releases() {
         "a follower cannot resign"
     );
     b.shutdown().await.unwrap();
-    let rec = w
-        .store
-        .read(&ElectionKey::new("default", "job"))
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = w.lease().await;
     assert_eq!(rec.holder, None, "shutdown released the lease");
     assert!(matches!(b.acquired().await, Err(tenure::Error::Shutdown)));
     a.shutdown().await.unwrap();
@@ -241,20 +211,14 @@ async fn resign_hands_over_and_shutdown_releases() {
 #[tokio::test]
 async fn proclaim_changes_the_metadata_now_and_for_later_tenures() {
     let w = World::new();
-    let job = ElectionKey::new("default", "job");
-    let metadata = |w: &World| {
-        let store = w.store.clone();
-        let job = job.clone();
-        async move { store.read(&job).await.unwrap().unwrap().metadata }
-    };
     let a = w.builder("a").metadata("http://a:1").build().unwrap();
     let first = tokio::time::timeout(Duration::from_secs(5), a.acquired())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(metadata(&w).await, "http://a:1");
+    assert_eq!(w.lease().await.metadata, "http://a:1");
     assert!(first.proclaim("http://a:2").await.unwrap());
-    assert_eq!(metadata(&w).await, "http://a:2");
+    assert_eq!(w.lease().await.metadata, "http://a:2");
     assert_eq!(a.term(), Some(first.term()), "proclaim keeps the term");
     assert!(
         matches!(
@@ -264,12 +228,12 @@ async fn proclaim_changes_the_metadata_now_and_for_later_tenures() {
         "control characters are refused"
     );
     assert_eq!(
-        metadata(&w).await,
+        w.lease().await.metadata,
         "http://a:2",
         "a refused proclaim writes nothing"
     );
     let b = w.builder("b").metadata("http://b:1").build().unwrap();
-    following(&b).await;
+    follows(&b).await;
     a.resign().await.expect("resign");
     w.advance(Duration::from_millis(100), Duration::from_millis(5))
         .await;
@@ -279,7 +243,7 @@ async fn proclaim_changes_the_metadata_now_and_for_later_tenures() {
         "an ended tenure proclaims nothing"
     );
     assert_eq!(
-        metadata(&w).await,
+        w.lease().await.metadata,
         "http://b:1",
         "the new tenure's metadata stays"
     );
@@ -288,7 +252,7 @@ async fn proclaim_changes_the_metadata_now_and_for_later_tenures() {
     w.advance(TTL * 3, Duration::from_millis(50)).await;
     eventually("a leads again", || a.is_leader()).await;
     assert_eq!(
-        metadata(&w).await,
+        w.lease().await.metadata,
         "http://a:3",
         "the next tenure carries the newest metadata"
     );
@@ -310,12 +274,7 @@ async fn a_client_clock_far_off_changes_nothing() {
         .build()
         .unwrap();
     eventually("leadership", || e.is_leader()).await;
-    let rec = w
-        .store
-        .read(&ElectionKey::new("default", "job"))
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = w.lease().await;
     assert_eq!(rec.remaining, TTL, "the lease runs on the store's clock");
     e.shutdown().await.unwrap();
 }
@@ -323,11 +282,7 @@ async fn a_client_clock_far_off_changes_nothing() {
 #[tokio::test]
 async fn shutdown_is_prompt_even_while_a_renewal_hangs() {
     let w = World::new();
-    let e = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let e = w.leader("a").await;
     w.store.set_hang(true);
     // Reach the renewal time: the renewal now hangs in the store.
     w.advance(Duration::from_millis(3400), Duration::from_millis(100))
@@ -470,11 +425,7 @@ async fn a_slow_preemption_check_does_not_delay_resign() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reap_does_not_delay_resign() {
     let w = World::new();
-    let e = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let e = w.leader("a").await;
     w.advance(Duration::from_secs(1), Duration::from_millis(500))
         .await;
     let registered = w.store.calls(Op::Heartbeat);
@@ -500,13 +451,8 @@ async fn a_slow_reap_does_not_delay_resign() {
 #[tokio::test]
 async fn run_resigns_when_the_work_returns_or_fails() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
-    let b = w.elector("b");
-    following(&b).await;
+    let a = w.leader("a").await;
+    let b = w.follower("b").await;
     let out: Result<(), &str> = a.run(|_l| async { Err("import failed") }).await.unwrap();
     assert_eq!(out, Err("import failed"));
     assert!(!a.is_leader(), "run() resigned when the work failed");
@@ -690,11 +636,7 @@ async fn events_say_started_stopped_with_the_reason_and_new_leaders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_leader_sends_only_renewals_and_stays_a_live_member() {
     let w = World::new();
-    let e = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), e.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let e = w.leader("a").await;
     // Its first registration (sent when the elector started).
     w.advance(Duration::from_secs(1), Duration::from_millis(500))
         .await;
@@ -786,11 +728,7 @@ async fn an_idle_leader_sends_only_renewals_and_stays_a_live_member() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_takes_back_its_own_expired_lease_stays_a_member() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let a = w.leader("a").await;
     w.advance(TTL * 2, Duration::from_millis(500)).await;
     w.store.set_unavailable(true);
     w.advance(TTL * 2, Duration::from_millis(500)).await;
@@ -823,11 +761,7 @@ async fn a_leader_that_takes_back_its_own_expired_lease_stays_a_member() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_stops_leading_heartbeats_again() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let a = w.leader("a").await;
     let b_store = Arc::new(tenure::testing::Instrumented::new(w.memory.clone()));
     let b = Elector::builder(b_store as tenure::store::DynStore)
         .election("job")
@@ -1091,13 +1025,8 @@ async fn a_store_with_only_the_lease_still_elects_and_hands_over() {
 #[tokio::test]
 async fn a_failed_release_or_hand_over_is_tried_again() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
-    let b = w.elector("b");
-    following(&b).await;
+    let a = w.leader("a").await;
+    let b = w.follower("b").await;
 
     w.store.fail_next(Op::HandOver, 1);
     let before = w.store.calls(Op::HandOver);
@@ -1112,12 +1041,7 @@ async fn a_failed_release_or_hand_over_is_tried_again() {
     let before = w.store.calls(Op::Release);
     b.shutdown().await.expect("shutdown, on the second try");
     assert_eq!(w.store.calls(Op::Release), before + 2);
-    let rec = w
-        .store
-        .read(&ElectionKey::new("default", "job"))
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = w.lease().await;
     assert_eq!(rec.holder, None, "the second release freed the lease");
     a.shutdown().await.unwrap();
 }

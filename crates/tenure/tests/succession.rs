@@ -106,11 +106,7 @@ async fn priority_decides_the_successor_and_resign_hands_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resigned_member_rejoins_when_its_hold_off_ends() {
     let w = World::new();
-    let a = w.elector("a");
-    tokio::time::timeout(Duration::from_secs(5), a.acquired())
-        .await
-        .unwrap()
-        .unwrap();
+    let a = w.leader("a").await;
     let b = w.elector("b");
     members_registered(&w, 2).await;
     // Off the grid of the membership ticks (every TTL/2), so that a rejoin
