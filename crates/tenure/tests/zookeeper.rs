@@ -161,9 +161,13 @@ async fn zks_urls_speak_tls_and_refuse_what_does_not() {
     };
     let opts = || StoreOptions::default().with_connect_timeout(Duration::from_secs(5));
 
-    // Leases through TLS.
+    // Leases through TLS. The first handshake waits for the server's TLS
+    // port, which opens after the plain one that `start_tls` waits for,
+    // and for a cold JVM's first handshake: on a loaded machine (tests in
+    // parallel, two cores) that took longer than the refusals' 5 s.
     let url = format!("{}{}", zk.tls_url(), files(&ca, true));
-    let store = connect(&url, &opts()).await.expect("zks:// connects");
+    let first = StoreOptions::default().with_connect_timeout(Duration::from_secs(30));
+    let store = connect(&url, &first).await.expect("zks:// connects");
     let key = ElectionKey::new("default", "over-tls");
     let Acquire::Acquired(rec) = store
         .try_acquire(&claim(&key, "a#1", Duration::from_secs(5)))
