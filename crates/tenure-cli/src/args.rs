@@ -275,6 +275,14 @@ pub struct RunArgs {
     /// `consul lock -timeout`): the command does not run.
     #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
+    /// Let up to N replicas run the command at once (like `consul lock -n N`):
+    /// N slots, the elections ELECTION.slot-0 to ELECTION.slot-{N-1}, each
+    /// with its own lease and term; a replica holds one slot at a time and
+    /// its command gets TENURE_SLOT. 1 to 64.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=tenure::MAX_SLOTS as i64),
+          conflicts_with_all = ["once", "no_wait"])]
+    pub slots: u32,
     /// The command to run while leader, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,

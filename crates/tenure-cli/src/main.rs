@@ -1,6 +1,7 @@
 //! `tenure`: run a command on exactly one replica, show and manage elections.
 
 mod args;
+mod candidacy;
 mod demo;
 mod failure;
 mod handover;

@@ -3,11 +3,13 @@
 use std::time::Duration;
 
 use tenure::{Elector, HandoverHold, Leadership, State};
+
+use crate::candidacy::{Candidacy, Held};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::RunArgs;
 use crate::failure::Failure;
-use crate::job::{self, exit_code, Exit, Guard, Job};
+use crate::job::{self, exit_code, Exit, Guard, Job, Launch};
 use crate::once::{Attempt, Begin, Once};
 
 /// Exit code of `--exit-on-loss` when leadership was lost.
@@ -152,55 +154,64 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
     if let Some(p) = a.preempt_after {
         builder = builder.preempt_after(p);
     }
-    let elector = builder.build()?;
+    let candidacy = match a.slots {
+        1 => Candidacy::One(builder.build()?),
+        n => Candidacy::Slots(builder.build_semaphore(n as usize)?),
+    };
     // The HTTP API for the supervised election (ends with the process).
     let _http = listener.map(|l| {
         crate::serve::announce(&l);
-        crate::serve::spawn(l, store, Some(elector.clone()), token, None, limits)
+        crate::serve::spawn(l, store, candidacy.single(), token, None, limits)
     });
     // The guard starts now, once: starting a job later costs what it did
     // without a guard (one fork and exec).
     let env = [
         ("TENURE_ELECTION", a.election.clone()),
         ("TENURE_NAMESPACE", a.namespace.clone()),
-        ("TENURE_HOLDER", elector.holder_id().to_string()),
+        ("TENURE_HOLDER", candidacy.holder_id().to_string()),
     ];
     let mut guard = match Guard::start(&a.command, &env) {
         Ok(g) => g,
         Err(e) => {
-            let _ = elector.shutdown().await;
+            let _ = candidacy.shutdown().await;
             return Err(Failure::Runtime(format!(
                 "cannot start the job's guard: {e}"
             )));
         }
     };
-    tracing::info!(election = %elector.election(), holder = elector.holder_id(), "campaigning");
-    tokio::spawn(log_leaders(elector.leadership()));
+    tracing::info!(election = %a.election, slots = a.slots, holder = candidacy.holder_id(), "campaigning");
+    for e in candidacy.electors() {
+        tokio::spawn(log_leaders(e.election().election.clone(), e.leadership()));
+    }
+    // `--once` and `--no-wait` take one election (the arguments forbid
+    // them with `--slots`).
+    let first_elector = &candidacy.electors()[0];
 
     let mut first = Some(FirstWait::from_args(&a));
     loop {
-        let leadership = tokio::select! {
-            l = acquire(&elector, first.take()) => match l? {
+        let held = tokio::select! {
+            l = acquire(&candidacy, first.take()) => match l? {
                 Some(l) => l,
                 None => {
-                    let _ = elector.shutdown().await;
+                    let _ = candidacy.shutdown().await;
                     return Ok(EXIT_NOT_LEADER);
                 }
             },
             code = signals.next() => {
-                let _ = elector.shutdown().await;
+                let _ = candidacy.shutdown().await;
                 return Ok(code);
             }
-            settled = settled_elsewhere(once.as_ref(), elector.leadership()) => {
-                let _ = elector.shutdown().await;
+            settled = settled_elsewhere(once.as_ref(), first_elector.leadership()) => {
+                let _ = candidacy.shutdown().await;
                 return settled;
             }
         };
+        let leadership = &held.leadership;
         let attempt = match &once {
-            Some(once) => match once.begin(&leadership).await {
+            Some(once) => match once.begin(leadership).await {
                 Ok(Begin::Run(attempt)) => Some((once, attempt)),
                 Ok(Begin::Settled(code)) => {
-                    release_lease(&elector).await;
+                    release_lease(&candidacy).await;
                     return Ok(code);
                 }
                 Err(e) => {
@@ -208,7 +219,7 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
                     // blip): the job does not run without it. Hand over
                     // and try again as a follower.
                     tracing::warn!("--once: {e}; handing over and trying again");
-                    let _ = elector.resign().await;
+                    let _ = held.elector.resign().await;
                     continue;
                 }
             },
@@ -216,9 +227,9 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         };
         match lead(
             &a,
-            &elector,
+            &candidacy,
             &mut guard,
-            &leadership,
+            &held,
             &mut signals,
             grace,
             attempt,
@@ -279,25 +290,16 @@ impl FirstWait {
 }
 
 /// Waits to lead; `None` when `--no-wait`/`--timeout` gave up first.
-async fn acquire(
-    elector: &Elector,
-    wait: Option<FirstWait>,
-) -> Result<Option<Leadership>, Failure> {
-    match wait.unwrap_or(FirstWait::Forever) {
-        FirstWait::Forever => Ok(Some(elector.acquired().await?)),
-        FirstWait::Within(limit) => match tokio::time::timeout(limit, elector.acquired()).await {
-            Ok(l) => Ok(Some(l?)),
-            Err(_) => {
-                tracing::warn!(after = ?limit, "not leader within --timeout; not running the command (exit {EXIT_NOT_LEADER})");
-                Ok(None)
-            }
-        },
-        FirstWait::NoWait { ttl } => {
-            // The first read decides: another replica leads, or this one
-            // acquires (a free lease is taken within milliseconds). Bounded
-            // by a TTL for a store that does not answer.
-            let mut state = elector.leadership();
-            let decided = tokio::time::timeout(ttl, async {
+async fn acquire(candidacy: &Candidacy, wait: Option<FirstWait>) -> Result<Option<Held>, Failure> {
+    let (elector, ttl) = match (wait, candidacy) {
+        (Some(FirstWait::NoWait { ttl }), Candidacy::One(e)) => (e, ttl),
+        _ => return acquire_within(candidacy, wait).await,
+    };
+    // The first read decides: another replica leads, or this one
+    // acquires (a free lease is taken within milliseconds). Bounded
+    // by a TTL for a store that does not answer.
+    let mut state = elector.leadership();
+    let decided = tokio::time::timeout(ttl, async {
                 loop {
                     let following = match &*state.borrow_and_update() {
                         State::Leading { .. } => return Ok(true),
@@ -314,34 +316,54 @@ async fn acquire(
                 }
             })
             .await;
-            match decided {
-                Ok(Ok(true)) => Ok(elector.current()),
-                Ok(Ok(false)) => Ok(None),
-                Ok(Err(e)) => Err(e),
-                Err(_) => {
-                    tracing::warn!("no leader could be determined within a TTL; not running the command (--no-wait, exit {EXIT_NOT_LEADER})");
-                    Ok(None)
-                }
-            }
+    match decided {
+        Ok(Ok(true)) => Ok(candidacy.current()),
+        Ok(Ok(false)) => Ok(None),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            tracing::warn!("no leader could be determined within a TTL; not running the command (--no-wait, exit {EXIT_NOT_LEADER})");
+            Ok(None)
         }
     }
 }
 
-/// Logs who leads whenever it changes, so a follower's log says whom it
-/// waits for (this replica's own tenures are logged where they start).
-async fn log_leaders(mut state: tokio::sync::watch::Receiver<State>) {
+/// Waits to lead, as long as it takes or within `--timeout`.
+async fn acquire_within(
+    candidacy: &Candidacy,
+    wait: Option<FirstWait>,
+) -> Result<Option<Held>, Failure> {
+    match wait {
+        Some(FirstWait::Within(limit)) => {
+            match tokio::time::timeout(limit, candidacy.acquired()).await {
+                Ok(l) => Ok(Some(l?)),
+                Err(_) => {
+                    tracing::warn!(after = ?limit, "not leader within --timeout; not running the command (exit {EXIT_NOT_LEADER})");
+                    Ok(None)
+                }
+            }
+        }
+        _ => Ok(Some(candidacy.acquired().await?)),
+    }
+}
+
+/// Logs who leads `election` whenever it changes, so a follower's log says
+/// whom it waits for (this replica's own tenures are logged where they start).
+async fn log_leaders(election: String, mut state: tokio::sync::watch::Receiver<State>) {
     let mut last: Option<State> = None;
     loop {
         let now = state.borrow_and_update().clone();
         if last.as_ref() != Some(&now) {
             match &now {
                 State::Following { leader, term } => tracing::info!(
+                    election = %election,
                     leader = tenure::store::identity_of(leader),
                     holder = %leader,
                     term,
                     "following"
                 ),
-                State::NoLeader if last.is_some() => tracing::info!("no leader"),
+                State::NoLeader if last.is_some() => {
+                    tracing::info!(election = %election, "no leader")
+                }
                 _ => {}
             }
             last = Some(now);
@@ -360,13 +382,14 @@ async fn log_leaders(mut state: tokio::sync::watch::Receiver<State>) {
 /// gone) and only then lets the elector hand the lease over.
 async fn lead(
     a: &RunArgs,
-    elector: &Elector,
+    candidacy: &Candidacy,
     guard: &mut Guard,
-    leadership: &Leadership,
+    held: &Held,
     signals: &mut Signals,
     grace: Duration,
     mut once: Option<(&Once, Attempt)>,
 ) -> Result<After, Failure> {
+    let (elector, leadership) = (&held.elector, &held.leadership);
     let hold = leadership.hold();
     let mut renewals = leadership.clone();
     let mut restart_delay = Duration::from_millis(100);
@@ -381,12 +404,12 @@ async fn lead(
             tokio::select! {
                 biased;
                 code = signals.next() => {
-                    release(elector, hold).await;
+                    release(candidacy, hold).await;
                     return Ok(After::Exit(code));
                 }
-                _ = leadership.stepping_down() => return stepped_down(a, elector, leadership, hold).await,
+                _ = leadership.stepping_down() => return stepped_down(a, candidacy, leadership, hold).await,
                 renewed = renewals.renewed() => if renewed.is_none() {
-                    return lost(a, elector, leadership, hold).await;
+                    return lost(a, candidacy, elector, leadership, hold).await;
                 },
                 _ = tokio::time::sleep_until(give_up) => if leadership.remaining() <= grace {
                     tracing::warn!(
@@ -395,30 +418,30 @@ async fn lead(
                         "renewals leave no more lease than the kill grace (a slow store?); \
                          resigning so that another candidate can run the command"
                     );
-                    return lost(a, elector, leadership, hold).await;
+                    return lost(a, candidacy, elector, leadership, hold).await;
                 },
             }
         }
         let Some(deadline) = leadership.deadline() else {
-            return lost(a, elector, leadership, hold).await;
+            return lost(a, candidacy, elector, leadership, hold).await;
         };
         if leadership.is_stepping_down() {
-            return stepped_down(a, elector, leadership, hold).await;
+            return stepped_down(a, candidacy, leadership, hold).await;
         }
-        let mut child = match guard
-            .spawn(
-                leadership.term(),
-                once.as_ref().map_or(0, |(_, at)| at.number),
-                deadline,
-            )
-            .await
-        {
+        let launch = Launch {
+            term: leadership.term(),
+            attempt: once.as_ref().map_or(0, |(_, at)| at.number),
+            slot: held.slot,
+        };
+        let mut child = match guard.spawn(launch, deadline).await {
             Ok(c) => c,
             // tenure was not scheduled in time and the deadline passed.
-            Err(_) if !leadership.is_valid() => return lost(a, elector, leadership, hold).await,
+            Err(_) if !leadership.is_valid() => {
+                return lost(a, candidacy, elector, leadership, hold).await
+            }
             Err(e) => {
                 drop(hold);
-                let _ = elector.shutdown().await;
+                let _ = candidacy.shutdown().await;
                 return Err(Failure::Runtime(format!(
                     "cannot start {:?}: {e}",
                     a.command[0]
@@ -427,6 +450,7 @@ async fn lead(
         };
         tracing::info!(
             term = leadership.term(),
+            slot = held.slot,
             pid = child.pid(),
             cgroup = child.in_cgroup(),
             "leader: command started"
@@ -437,18 +461,18 @@ async fn lead(
                 biased;
                 code = signals.next() => {
                     stop(&mut child, Some(leadership), grace, "tenure was asked to stop").await;
-                    release(elector, hold).await;
+                    release(candidacy, hold).await;
                     return Ok(After::Exit(code));
                 }
                 _ = leadership.expiring(grace) => {
                     stop(&mut child, Some(leadership), grace, "leadership is ending").await;
-                    return lost(a, elector, leadership, hold).await;
+                    return lost(a, candidacy, elector, leadership, hold).await;
                 }
                 // A resign, transfer or preemption: the same stop as on
                 // SIGTERM, and the lease goes only once the job is gone.
                 _ = leadership.stepping_down() => {
                     stop(&mut child, Some(leadership), grace, "asked to hand over").await;
-                    return stepped_down(a, elector, leadership, hold).await;
+                    return stepped_down(a, candidacy, leadership, hold).await;
                 }
                 exit = child.wait() => break exit,
                 // Every renewal moves the guard's deadline with it.
@@ -465,7 +489,7 @@ async fn lead(
             tracing::warn!(
                 "the lease deadline passed before tenure could renew; the guard killed the command"
             );
-            return lost(a, elector, leadership, hold).await;
+            return lost(a, candidacy, elector, leadership, hold).await;
         }
         let code = exit_code(exit.status);
         if a.restart && leadership.is_valid() {
@@ -477,10 +501,10 @@ async fn lead(
             tokio::select! {
                 biased;
                 code = signals.next() => {
-                    release(elector, hold).await;
+                    release(candidacy, hold).await;
                     return Ok(After::Exit(code));
                 }
-                _ = leadership.stepping_down() => return stepped_down(a, elector, leadership, hold).await,
+                _ = leadership.stepping_down() => return stepped_down(a, candidacy, leadership, hold).await,
                 _ = tokio::time::sleep(restart_delay) => {}
             }
             restart_delay = (restart_delay * 2).min(Duration::from_secs(5));
@@ -489,13 +513,13 @@ async fn lead(
             if elector.term() == Some(leadership.term()) {
                 continue;
             }
-            return lost(a, elector, leadership, hold).await;
+            return lost(a, candidacy, elector, leadership, hold).await;
         }
         if let Some((once, attempt)) = once.take() {
             // The outcome is written while the lease is still ours.
             return match once.finish(attempt, code).await {
                 Ok(Some(settled)) => {
-                    release(elector, hold).await;
+                    release(candidacy, hold).await;
                     Ok(After::Exit(settled))
                 }
                 Ok(None) => {
@@ -506,13 +530,13 @@ async fn lead(
                     Ok(After::Campaign)
                 }
                 Err(e) => {
-                    release(elector, hold).await;
+                    release(candidacy, hold).await;
                     Err(e)
                 }
             };
         }
         tracing::info!(code, "command exited; releasing the lease");
-        release(elector, hold).await;
+        release(candidacy, hold).await;
         return Ok(After::Exit(code));
     }
 }
@@ -521,6 +545,7 @@ async fn lead(
 /// tenure cannot give a new command its kill grace.
 async fn lost(
     a: &RunArgs,
+    candidacy: &Candidacy,
     elector: &Elector,
     leadership: &Leadership,
     hold: HandoverHold,
@@ -533,7 +558,7 @@ async fn lost(
         let _ = elector.resign().await;
     }
     if a.exit_on_loss {
-        let _ = elector.shutdown().await;
+        let _ = candidacy.shutdown().await;
         return Ok(After::Exit(EXIT_LOST));
     }
     Ok(After::Campaign)
@@ -543,7 +568,7 @@ async fn lost(
 /// dropping the hold lets the elector hand the lease over.
 async fn stepped_down(
     a: &RunArgs,
-    elector: &Elector,
+    candidacy: &Candidacy,
     leadership: &Leadership,
     hold: HandoverHold,
 ) -> Result<After, Failure> {
@@ -553,7 +578,7 @@ async fn stepped_down(
     );
     drop(hold);
     if a.exit_on_loss {
-        let _ = elector.shutdown().await;
+        let _ = candidacy.shutdown().await;
         return Ok(After::Exit(EXIT_LOST));
     }
     Ok(After::Campaign)
@@ -568,14 +593,14 @@ async fn stop(child: &mut Job<'_>, leadership: Option<&Leadership>, grace: Durat
 }
 
 /// Releases the lease once the command is gone (the hold dropped first).
-async fn release(elector: &Elector, hold: HandoverHold) {
+async fn release(candidacy: &Candidacy, hold: HandoverHold) {
     drop(hold);
-    release_lease(elector).await;
+    release_lease(candidacy).await;
 }
 
 /// Shuts the elector down, which releases the lease.
-async fn release_lease(elector: &Elector) {
-    if let Err(e) = elector.shutdown().await {
+async fn release_lease(candidacy: &Candidacy) {
+    if let Err(e) = candidacy.shutdown().await {
         tracing::warn!("could not release the lease ({e}); it expires by itself");
     }
 }

@@ -29,11 +29,16 @@ pub async fn status(a: StatusArgs) -> Result<u8, Failure> {
     let records = match &key {
         Some(key) => match store.read(key).await? {
             Some(r) => vec![r],
+            // A semaphore (`tenure run --slots`) is its slots' elections.
             None => {
-                return Err(Failure::Runtime(format!(
-                    "no election {key} in {}: it was never acquired (`tenure status` lists them)",
-                    store.describe()
-                )))
+                let slots = slots_of(&*store, key).await?;
+                if slots.is_empty() {
+                    return Err(Failure::Runtime(format!(
+                        "no election {key} in {}: it was never acquired (`tenure status` lists them)",
+                        store.describe()
+                    )));
+                }
+                slots
             }
         },
         None => store.list(a.namespace.as_deref()).await?,
@@ -198,6 +203,27 @@ fn render_history(r: &LeaseRecord, history: &[HistoryRecord]) -> String {
     let mut out = format!("\n{} recent terms:\n", r.key);
     out.push_str(&columns(&rows, "  "));
     out
+}
+
+/// The slots of the semaphore `key` names (`tenure run --slots`), by slot;
+/// none when it is no semaphore.
+async fn slots_of(
+    store: &dyn tenure::store::LeaseStore,
+    key: &tenure::store::ElectionKey,
+) -> Result<Vec<LeaseRecord>, Failure> {
+    let prefix = tenure::slot_election(&key.election, 0);
+    let prefix = prefix.trim_end_matches('0');
+    let mut slots: Vec<(usize, LeaseRecord)> = store
+        .list(Some(&key.namespace))
+        .await?
+        .into_iter()
+        .filter_map(|r| {
+            let slot = r.key.election.strip_prefix(prefix)?.parse().ok()?;
+            Some((slot, r))
+        })
+        .collect();
+    slots.sort_by_key(|(slot, _)| *slot);
+    Ok(slots.into_iter().map(|(_, r)| r).collect())
 }
 
 /// The `--once` keys of an election, most recent first; nothing if none.

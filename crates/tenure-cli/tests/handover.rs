@@ -15,10 +15,9 @@ use common::parent_of;
 use common::rand_u32;
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{spawn_tenure, store_url, tenure, text, wait_until};
+use common::{logs, spawn_tenure, store_url, tenure, text, wait_until, Candidate};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
@@ -56,18 +55,6 @@ enum Request {
     Preempt,
     /// `POST .../resign` to the leader's own `--http` (in-process).
     HttpResign,
-}
-
-struct Candidate {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Candidate {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
 }
 
 /// A job's heartbeat file: its pid, its first and last beat, and whether
@@ -117,14 +104,6 @@ fn jobs(dir: &Path) -> Vec<(u64, PathBuf)> {
         .unwrap_or_default();
     out.sort();
     out
-}
-
-fn logs(cands: &[&Candidate]) -> String {
-    cands
-        .iter()
-        .map(|c| std::fs::read_to_string(&c.log).unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n----\n")
 }
 
 async fn scenario(store: &str, request: Request) {
@@ -189,7 +168,7 @@ async fn scenario(store: &str, request: Request) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "b never registered:\n{}",
-            logs(&[&a, &b])
+            logs([&a, &b])
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -276,7 +255,7 @@ async fn scenario(store: &str, request: Request) {
     })
     .await;
     let old = beats(&old_file).unwrap();
-    let all = logs(&[&a, &b]);
+    let all = logs([&a, &b]);
     assert!(
         new.start > old.last,
         "{store} {request:?}: the new job (term {new_term}) started {:?} before the old one's last heartbeat:\n{all}",

@@ -51,6 +51,10 @@ pub(crate) struct Request {
     pub handover_window: Option<Duration>,
     pub preempt_after: Option<Duration>,
     pub step_down_grace: Duration,
+    /// The session part of the holder id; random when unset. The slots of
+    /// one [`Semaphore`](crate::Semaphore) share one, so the process has
+    /// one holder id in all of them.
+    pub session: Option<String>,
 }
 
 impl Default for Request {
@@ -70,6 +74,7 @@ impl Default for Request {
             handover_window: None,
             preempt_after: None,
             step_down_grace: Duration::ZERO,
+            session: None,
         }
     }
 }
@@ -155,7 +160,10 @@ impl Config {
         }
         Ok(Config {
             key: ElectionKey::new(request.namespace.clone(), election),
-            holder: format!("{identity}#{}", random_session()),
+            holder: format!(
+                "{identity}#{}",
+                request.session.clone().unwrap_or_else(random_session)
+            ),
             identity,
             metadata: request.metadata.clone(),
             priority: request.priority,
@@ -480,7 +488,7 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-fn random_session() -> String {
+pub(crate) fn random_session() -> String {
     format!("{:016x}", crate::random::u64())
 }
 

@@ -14,19 +14,22 @@ use crate::config::{Config, Request};
 use crate::error::{Error, Result};
 use crate::events::{Event, Events, Hooks};
 use crate::leadership::{Leadership, Shared, State};
+use crate::semaphore::Seat;
 use crate::store::{DynStore, ElectionKey, LeaseStore, LeaseStoreExt};
 
 /// How long `shutdown()` waits for the store's queued bookkeeping.
 const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Builds an [`Elector`]; see [`Elector::builder`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[must_use = "call .build() to start campaigning"]
 pub struct ElectorBuilder {
-    store: DynStore,
+    pub(crate) store: DynStore,
     clock: SharedClock,
-    request: Request,
+    pub(crate) request: Request,
     hooks: Hooks,
+    /// The slot this elector campaigns for, in a [`Semaphore`](crate::Semaphore).
+    pub(crate) seat: Option<Seat>,
 }
 
 impl ElectorBuilder {
@@ -183,14 +186,17 @@ impl ElectorBuilder {
                 "Elector::build() must be called inside a tokio runtime",
             )
         })?;
-        let shared = Arc::new(Shared::new(
-            self.clock.clone(),
-            config.key.clone(),
-            config.holder.clone(),
-            Events::new(self.hooks),
-            self.store.clone(),
-            config.metadata.clone(),
-        ));
+        let shared = Arc::new(
+            Shared::new(
+                self.clock.clone(),
+                config.key.clone(),
+                config.holder.clone(),
+                Events::new(self.hooks),
+                self.store.clone(),
+                config.metadata.clone(),
+            )
+            .with_seat(self.seat),
+        );
         let (tx, rx) = mpsc::unbounded_channel();
         let campaign = Campaign::new(config.clone(), self.store.clone(), shared.clone(), rx);
         let task = runtime.spawn(campaign.run());
@@ -250,6 +256,11 @@ struct Inner {
 }
 
 impl Elector {
+    /// The state shared with the campaign task.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     /// Starts building an elector on `store`.
     pub fn builder(store: impl Into<DynStoreArg>) -> ElectorBuilder {
         ElectorBuilder {
@@ -257,6 +268,7 @@ impl Elector {
             clock: Arc::new(BootClock),
             request: Request::default(),
             hooks: Hooks::default(),
+            seat: None,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::clock::SharedClock;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::error::Error;
 use crate::events::{Event, Events, StopReason};
+use crate::semaphore::Seat;
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::store::sql::{FencedTransaction, SqlStore};
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
@@ -109,6 +110,8 @@ pub(crate) struct Shared {
     /// The metadata this candidate claims and heartbeats with; changed by
     /// [`Leadership::proclaim`].
     pub metadata: Arc<std::sync::Mutex<String>>,
+    /// This elector's slot, when it is one of a [`Semaphore`](crate::Semaphore)'s.
+    pub seat: Option<Seat>,
 }
 
 impl Shared {
@@ -136,7 +139,21 @@ impl Shared {
             holds: Arc::new(Holds::default()),
             store,
             metadata: Arc::new(std::sync::Mutex::new(metadata)),
+            seat: None,
         }
+    }
+
+    /// The same, as the elector of one slot of a [`Semaphore`](crate::Semaphore).
+    pub(crate) fn with_seat(mut self, seat: Option<Seat>) -> Self {
+        self.seat = seat;
+        self
+    }
+
+    /// Whether another slot of this elector's semaphore is being acquired
+    /// or held: this elector then stands aside (no acquisition, out of the
+    /// member list).
+    pub(crate) fn stands_aside(&self) -> bool {
+        self.seat.as_ref().is_some_and(Seat::taken_elsewhere)
     }
 
     /// The metadata to claim and heartbeat with now.
@@ -155,6 +172,9 @@ impl Shared {
     /// watch channels: whoever wakes on `acquired()` or on the new state
     /// reads gauges that already say so.
     pub(crate) fn lead(&self, term: u64, deadline: Duration) {
+        if let Some(seat) = &self.seat {
+            seat.leading();
+        }
         self.term.store(term, Ordering::Release);
         self.deadline_ns
             .store((deadline.as_nanos() as u64).max(1), Ordering::Release);
@@ -206,6 +226,9 @@ impl Shared {
         if let Some(term) = ended {
             self.events.emit(Event::StoppedLeading { term, reason });
         }
+        if let Some(seat) = &self.seat {
+            seat.ended();
+        }
     }
 
     /// Tells the work of the current tenure that it is to stop
@@ -227,6 +250,12 @@ impl Shared {
         self.membership_paused_until
             .store(until.as_nanos() as u64, Ordering::Release);
         self.heartbeat_sent_ns.store(0, Ordering::Release);
+        self.membership_pause_set.notify_one();
+    }
+
+    /// Ends a pause of the membership at once: the heartbeat task rejoins.
+    pub(crate) fn resume_membership(&self) {
+        self.membership_paused_until.store(0, Ordering::Release);
         self.membership_pause_set.notify_one();
     }
 

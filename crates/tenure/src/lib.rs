@@ -240,6 +240,7 @@ mod leadership;
 mod names;
 pub mod observe;
 mod random;
+mod semaphore;
 #[doc(hidden)]
 pub use random::seed_thread_rng;
 pub mod store;
@@ -262,6 +263,7 @@ pub use names::{
     MAX_NAME_BYTES,
 };
 pub use observe::{observe, Change, ObserveOptions, Observer, Selection};
+pub use semaphore::{slot_election, Permit, Semaphore, MAX_SLOTS};
 
 // The README's examples are compiled as doctests so they cannot rot.
 #[cfg(doctest)]

@@ -38,7 +38,7 @@ use nix::unistd::Pid;
 use super::cgroup::Cgroup;
 use super::reap;
 use super::spawn;
-use super::wire::{FromGuard, JobStatus, ToGuard};
+use super::wire::{FromGuard, JobStatus, Launch, ToGuard};
 
 /// The hidden first argument that turns `tenure` into a guard.
 pub const MODE: &str = "__guard";
@@ -228,7 +228,7 @@ impl Guard {
         }
     }
 
-    fn start(&mut self, term: u64, attempt: u32) {
+    fn start(&mut self, launch: Launch) {
         if self.job.is_some() {
             self.report(FromGuard::Failed("a job is already running".into()));
             return;
@@ -239,7 +239,7 @@ impl Guard {
             ));
             return;
         }
-        match self.spawn(term, attempt) {
+        match self.spawn(launch) {
             Ok(pid) => {
                 self.job = Some(pid);
                 self.lapsed = false;
@@ -256,26 +256,26 @@ impl Guard {
 
     /// Starts the job: born in its cgroup with clone3 where it can be, else
     /// with std's spawn joining the cgroup (if any) before exec.
-    fn spawn(&mut self, term: u64, attempt: u32) -> std::io::Result<Pid> {
+    fn spawn(&mut self, launch: Launch) -> std::io::Result<Pid> {
         // Normally done when the last job ended.
         self.fresh_cgroup();
         if let (Some(cgroup), true) = (&self.cgroup, self.clone3) {
             // Exec needs the path (std's spawn searches PATH itself). If it
             // cannot be found, std's spawn reports it the usual way.
             if let Some(path) = self.argv.first().and_then(super::resolve) {
-                match spawn::spawn_in_cgroup(&path, &self.argv, term, attempt, cgroup.dir_fd()) {
+                match spawn::spawn_in_cgroup(&path, &self.argv, launch, cgroup.dir_fd()) {
                     Ok(pid) => return Ok(pid),
                     Err(spawn::Error::Io(e)) => return Err(e),
                     Err(spawn::Error::Unsupported) => self.clone3 = false,
                 }
             }
         }
-        self.spawn_joining_cgroup(term, attempt)
+        self.spawn_joining_cgroup(launch)
     }
 
     /// The fallback spawn: std's, with a `pre_exec` hook that moves the child
     /// into the cgroup (slow: see `spawn.rs`) and sets up the rest.
-    fn spawn_joining_cgroup(&self, term: u64, attempt: u32) -> std::io::Result<Pid> {
+    fn spawn_joining_cgroup(&self, launch: Launch) -> std::io::Result<Pid> {
         let (program, args) = self
             .argv
             .split_first()
@@ -283,13 +283,11 @@ impl Guard {
         let procs_fd = self.cgroup.as_ref().map(Cgroup::procs_fd);
         let guard_pid = std::process::id() as libc::pid_t;
         let mut cmd = std::process::Command::new(program);
-        cmd.args(args)
-            .env("TENURE_TERM", term.to_string())
-            .env_remove("TENURE_ATTEMPT")
-            .process_group(0);
-        if attempt > 0 {
-            cmd.env("TENURE_ATTEMPT", attempt.to_string());
+        cmd.args(args).process_group(0);
+        for name in Launch::VARIABLES {
+            cmd.env_remove(name);
         }
+        cmd.envs(launch.env());
         // SAFETY: runs in the forked child before exec and calls only
         // async-signal-safe functions (write, prctl, sigemptyset,
         // pthread_sigmask, getppid).
@@ -404,7 +402,7 @@ impl Guard {
                     self.deadline = Some(d);
                     self.arm_timer();
                 }
-                Some(ToGuard::Start { term, attempt }) => self.start(term, attempt),
+                Some(ToGuard::Start(launch)) => self.start(launch),
                 Some(ToGuard::Terminate(grace)) => {
                     if let Some(job) = self.job {
                         let _ = killpg(job, Signal::SIGTERM);

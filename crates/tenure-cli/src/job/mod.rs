@@ -32,8 +32,8 @@ use tenure::Leadership;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-pub use wire::JobStatus;
 use wire::{FromGuard, ToGuard};
+pub use wire::{JobStatus, Launch};
 
 /// How long `tenure run` waits for the guard to answer a start request.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -145,15 +145,10 @@ impl Guard {
 
     /// Starts the job under `term`, to be killed at `deadline` (on
     /// [`BootClock`]) unless [`Job::extend`] moves it.
-    /// `attempt` (from 1) sets `TENURE_ATTEMPT`; 0 leaves it unset.
-    pub async fn spawn(
-        &mut self,
-        term: u64,
-        attempt: u32,
-        deadline: Duration,
-    ) -> io::Result<Job<'_>> {
+    /// The job's variables are the launch's ([`Launch::env`]).
+    pub async fn spawn(&mut self, launch: Launch, deadline: Duration) -> io::Result<Job<'_>> {
         self.send(ToGuard::Deadline(deadline));
-        self.send(ToGuard::Start { term, attempt });
+        self.send(ToGuard::Start(launch));
         let answer = tokio::time::timeout(START_TIMEOUT, async {
             loop {
                 match self.next_message().await {

@@ -24,6 +24,8 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::unistd::Pid;
 
+use super::wire::Launch;
+
 /// Set to `0` to start jobs the fallback way, joining the cgroup by a write to
 /// `cgroup.procs` (tests use it to keep that path tested).
 pub const DISABLE_ENV: &str = "TENURE_JOB_CLONE3";
@@ -85,15 +87,14 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Starts `path` (resolved, as exec needs it) with `argv` (`argv[0]` as the
-/// user wrote it) and the guard's environment plus `TENURE_TERM=term` (and
-/// `TENURE_ATTEMPT=attempt` unless it is 0), in its
+/// user wrote it) and the guard's environment plus the launch's variables
+/// ([`Launch::env`]), in its
 /// own process group, inside the cgroup whose directory is `cgroup`, with
 /// the parent-death signal SIGKILL. Returns once the program was exec'd.
 pub fn spawn_in_cgroup(
     path: &Path,
     argv: &[OsString],
-    term: u64,
-    attempt: u32,
+    launch: Launch,
     cgroup: BorrowedFd<'_>,
 ) -> Result<Pid, Error> {
     // Everything the child uses is made here, before cloning.
@@ -101,7 +102,7 @@ pub fn spawn_in_cgroup(
     let argv: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<Result<_, _>>()?;
     let mut env: Vec<CString> = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if k == "TENURE_TERM" || k == "TENURE_ATTEMPT" {
+        if Launch::VARIABLES.iter().any(|v| k == *v) {
             continue;
         }
         let mut kv = k;
@@ -109,9 +110,8 @@ pub fn spawn_in_cgroup(
         kv.push(v);
         env.push(cstring(&kv)?);
     }
-    env.push(cstring(OsStr::new(&format!("TENURE_TERM={term}")))?);
-    if attempt > 0 {
-        env.push(cstring(OsStr::new(&format!("TENURE_ATTEMPT={attempt}")))?);
+    for (k, v) in launch.env() {
+        env.push(cstring(OsStr::new(&format!("{k}={v}")))?);
     }
     let argv_ptrs = pointers(&argv);
     let env_ptrs = pointers(&env);
@@ -284,6 +284,14 @@ mod tests {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};
     use nix::sys::wait::{waitpid, WaitStatus};
 
+    fn launch(term: u64) -> Launch {
+        Launch {
+            term,
+            attempt: 0,
+            slot: None,
+        }
+    }
+
     /// The job is born in the cgroup, in a process group of its own, with no
     /// blocked signal (though the spawning thread blocks SIGTERM, as the
     /// guard does), SIGPIPE back to default, and its term; an exec failure
@@ -308,7 +316,7 @@ mod tests {
         let mut old = SigSet::empty();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut old))
             .unwrap();
-        let started = spawn_in_cgroup(&sh, &argv, 7, 0, cgroup.dir_fd());
+        let started = spawn_in_cgroup(&sh, &argv, launch(7), cgroup.dir_fd());
         let bad = std::fs::write(dir.path().join("bad"), "#!/nonexistent/interpreter\n")
             .and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
@@ -321,8 +329,7 @@ mod tests {
                 spawn_in_cgroup(
                     &dir.path().join("bad"),
                     &[OsString::from("bad")],
-                    7,
-                    0,
+                    launch(7),
                     cgroup.dir_fd(),
                 )
             });

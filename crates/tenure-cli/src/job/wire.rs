@@ -13,15 +13,43 @@ pub enum ToGuard {
     /// Kill the job at this `CLOCK_BOOTTIME` instant unless a later message
     /// moves it. Sent before each start and after every renewal.
     Deadline(Duration),
-    /// Start the job with `TENURE_TERM` set to `term`, and `TENURE_ATTEMPT`
-    /// to `attempt` unless it is 0 (`tenure run --once`).
-    Start { term: u64, attempt: u32 },
+    /// Start the job with the variables of this [`Launch`].
+    Start(Launch),
     /// Ask the job to stop: SIGTERM to its process group now, SIGKILL after
     /// this grace (counted by the guard from the SIGTERM it sent, so a guard
     /// slow to act still gives the job its grace; the deadline bounds it).
     Terminate(Duration),
     /// Kill the job and everything it started, now.
     Kill,
+}
+
+/// What a job is started under, given to it in its environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The tenure's term: `TENURE_TERM`.
+    pub term: u64,
+    /// `TENURE_ATTEMPT` (from 1, `tenure run --once`); 0 leaves it unset.
+    pub attempt: u32,
+    /// `TENURE_SLOT` (`tenure run --slots`); unset without.
+    pub slot: Option<u32>,
+}
+
+impl Launch {
+    /// The variables a job inherits from nobody else: any the guard has
+    /// itself are replaced by the launch's (or removed).
+    pub const VARIABLES: [&'static str; 3] = ["TENURE_TERM", "TENURE_ATTEMPT", "TENURE_SLOT"];
+
+    /// The variables to set, as `(name, value)`.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("TENURE_TERM", self.term.to_string())];
+        if self.attempt > 0 {
+            env.push(("TENURE_ATTEMPT", self.attempt.to_string()));
+        }
+        if let Some(slot) = self.slot {
+            env.push(("TENURE_SLOT", slot.to_string()));
+        }
+        env
+    }
 }
 
 /// How the job ended.
@@ -50,7 +78,10 @@ impl ToGuard {
     pub fn encode(&self) -> String {
         match self {
             ToGuard::Deadline(d) => format!("D {}\n", d.as_nanos()),
-            ToGuard::Start { term, attempt } => format!("R {term} {attempt}\n"),
+            ToGuard::Start(l) => match l.slot {
+                Some(slot) => format!("R {} {} {slot}\n", l.term, l.attempt),
+                None => format!("R {} {} -\n", l.term, l.attempt),
+            },
             ToGuard::Terminate(grace) => format!("T {}\n", grace.as_nanos()),
             ToGuard::Kill => "K\n".to_string(),
         }
@@ -64,11 +95,16 @@ impl ToGuard {
                 .ok()
                 .map(|ns| ToGuard::Deadline(Duration::from_nanos(ns))),
             "R" => {
-                let (term, attempt) = rest.split_once(' ')?;
-                Some(ToGuard::Start {
+                let mut fields = rest.split(' ');
+                let (term, attempt, slot) = (fields.next()?, fields.next()?, fields.next()?);
+                Some(ToGuard::Start(Launch {
                     term: term.parse().ok()?,
                     attempt: attempt.parse().ok()?,
-                })
+                    slot: match slot {
+                        "-" => None,
+                        s => Some(s.parse().ok()?),
+                    },
+                }))
             }
             "T" => rest
                 .parse::<u64>()
@@ -139,14 +175,16 @@ mod tests {
     fn every_message_survives_a_round_trip() {
         for m in [
             ToGuard::Deadline(Duration::new(12_345, 678)),
-            ToGuard::Start {
+            ToGuard::Start(Launch {
                 term: 7,
                 attempt: 0,
-            },
-            ToGuard::Start {
+                slot: None,
+            }),
+            ToGuard::Start(Launch {
                 term: 8,
                 attempt: 3,
-            },
+                slot: Some(2),
+            }),
             ToGuard::Terminate(Duration::from_millis(500)),
             ToGuard::Kill,
         ] {

@@ -47,6 +47,29 @@ pub fn spawn_tenure(dir: &Path, args: &[&str], log: &Path) -> std::process::Chil
         .expect("spawn tenure")
 }
 
+/// A background `tenure run` and its log; SIGTERMed and reaped when dropped.
+pub struct Candidate {
+    pub child: std::process::Child,
+    pub log: std::path::PathBuf,
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+/// The candidates' logs, one after the other.
+pub fn logs<'a>(cands: impl IntoIterator<Item = &'a Candidate>) -> String {
+    cands
+        .into_iter()
+        .map(|c| std::fs::read_to_string(&c.log).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n----\n")
+}
+
 /// A `tenure serve` process and the address it announced.
 pub struct Serve {
     pub child: std::process::Child,

@@ -29,6 +29,20 @@ impl Campaign {
     /// after `wait`, `Err` with the phase that follows (leading, or the stop
     /// after a shutdown that came meanwhile).
     pub(super) async fn try_acquire(&mut self) -> Result<Duration, Next> {
+        // One slot of a semaphore at a time: the gate is reserved before
+        // the write goes, and freed again unless the write made us lead.
+        let seat = self.shared.seat.clone();
+        if seat.as_ref().is_some_and(|s| !s.reserve()) {
+            return Ok(jittered(self.timing().retry_period));
+        }
+        let attempt = self.acquire_once().await;
+        if let Some(seat) = seat {
+            seat.unreserve();
+        }
+        attempt
+    }
+
+    async fn acquire_once(&mut self) -> Result<Duration, Next> {
         let t0 = self.now();
         let claim = self.claim();
         let store = self.store.clone();

@@ -240,6 +240,9 @@ impl Campaign {
                 .filter(|w| !w.is_zero())
             {
                 Some(w) => w,
+                // Another slot of this process's semaphore is held: no
+                // acquisition (the wait ends early when the gate frees).
+                None if self.shared.stands_aside() => jittered(self.timing().retry_period),
                 None => match self.succession_wait(rec.as_ref(), members).await? {
                     Some(wait) => wait,
                     None => self.try_acquire().await?,
@@ -278,10 +281,13 @@ impl Campaign {
         let sleep = self.shared.clock.sleep_until(until);
         tokio::pin!(sleep);
         let key = self.config.key.clone();
+        // Standing aside for another slot: look again once the gate frees.
+        let seat = self.shared.seat.clone().filter(|s| s.taken_elsewhere());
         loop {
             tokio::select! {
                 biased;
                 _ = &mut sleep => return None,
+                _ = gate_freed(seat.as_ref()) => return None,
                 // A pushed change (e.g. a release) ends the wait early.
                 woken = changed(&mut self.changes, Some(&key)) => {
                     tracing::trace!(election = %key, "woken by a push");
@@ -384,6 +390,11 @@ impl Campaign {
         r: &LeaseRecord,
         members: Option<&[MemberRecord]>,
     ) -> Result<Ranked, Next> {
+        // Standing aside for another slot: out of line, not listening.
+        if self.shared.stands_aside() {
+            self.listen(false);
+            return Ok(Ranked::Same);
+        }
         let now = self.now();
         let due = match self.follower.ranked {
             None => true,
@@ -655,5 +666,13 @@ impl Campaign {
         (free_for < grace).then(|| {
             (grace - free_for).min(jittered(self.timing().poll_period)) + self.timing().settle
         })
+    }
+}
+
+/// Resolves once the semaphore's gate frees; never without a seat.
+async fn gate_freed(seat: Option<&crate::semaphore::Seat>) {
+    match seat {
+        Some(seat) => seat.free().await,
+        None => std::future::pending().await,
     }
 }

@@ -49,6 +49,7 @@ mod members;
 mod parts;
 mod push;
 mod runs;
+mod slots;
 
 pub use instrumented::{Instrumented, Op};
 
