@@ -411,3 +411,31 @@ pub fn check_history(
         end,
     }
 }
+
+impl Report {
+    /// The reports of a semaphore's slots (each an election of its own,
+    /// checked on its own) as one: counts added, violations named by slot.
+    pub fn of_slots(reports: Vec<Report>) -> Option<Report> {
+        let mut slots = reports.into_iter().enumerate();
+        let (_, mut all) = slots.next()?;
+        for v in &mut all.violations {
+            v.message = format!("slot 0: {}", v.message);
+        }
+        for (slot, r) in slots {
+            all.acquisitions += r.acquisitions;
+            all.handovers += r.handovers;
+            all.writes += r.writes;
+            all.rejected_writes += r.rejected_writes;
+            all.heal_ms.extend(r.heal_ms);
+            all.max_lost_late_ms = all.max_lost_late_ms.max(r.max_lost_late_ms);
+            all.intervals.extend(r.intervals);
+            all.violations.extend(r.violations.into_iter().map(|mut v| {
+                v.message = format!("slot {slot}: {}", v.message);
+                v
+            }));
+        }
+        all.heal_p50_ms = percentile(&all.heal_ms, 0.5);
+        all.heal_p99_ms = percentile(&all.heal_ms, 0.99);
+        Some(all)
+    }
+}

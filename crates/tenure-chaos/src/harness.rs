@@ -55,6 +55,12 @@ pub struct HarnessArgs {
     /// broken); violations are then expected.
     #[arg(long)]
     pub store_clock_step: bool,
+    /// Campaign as a semaphore of this many slots (0: one election): each
+    /// slot is checked as an election of its own, so no slot ever has two
+    /// holders (a semaphore never has more holders than slots). Faults
+    /// that aim at the leader aim at slot 0's.
+    #[arg(long, default_value_t = 0)]
+    pub slots: usize,
 }
 
 impl HarnessArgs {
@@ -330,14 +336,18 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     }
     drop(server);
     drop(etcd);
-    let report = crate::check::check(
-        &run.out,
-        run.args.ttl,
-        started,
-        shared_clock::now_ns(),
-        &run.faults,
-        seed,
-    );
+    let ended = shared_clock::now_ns();
+    let check =
+        |dir: &Path| crate::check::check(dir, run.args.ttl, started, ended, &run.faults, seed);
+    let report = match run.args.slots {
+        0 => check(&run.out),
+        n => {
+            let slots = (0..n)
+                .map(|slot| check(&crate::candidate::slot_dir(&run.out, slot)))
+                .collect();
+            crate::check::Report::of_slots(slots).ok_or("no slots to check")?
+        }
+    };
     Ok(report)
 }
 
@@ -358,6 +368,13 @@ fn clear_history(out: &Path) {
         }
     }
     let _ = std::fs::remove_dir_all(out.join("resource"));
+    if let Ok(dir) = std::fs::read_dir(out) {
+        for entry in dir.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("slot-") {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
 }
 
 /// `host:port` of a server URL, and the rest.
@@ -464,6 +481,7 @@ impl Run {
         .arg(self.out.join(format!("events-{id}-{inc}.jsonl")))
         .arg("--resource")
         .arg(self.out.join("resource"))
+        .args(["--slots", &self.args.slots.to_string()])
         .env("TENURE_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -521,8 +539,12 @@ impl Run {
         Ok(())
     }
 
+    /// The election faults aim at: the one, or slot 0 of a semaphore.
     fn key(&self) -> ElectionKey {
-        ElectionKey::new("default", self.election.clone())
+        match self.args.slots {
+            0 => ElectionKey::new("default", self.election.clone()),
+            _ => ElectionKey::new("default", tenure::slot_election(&self.election, 0)),
+        }
     }
 
     /// Waits until some candidate leads, at most `limit`.
