@@ -33,7 +33,10 @@
 //! PostgreSQL with the default `max_connections` (100) and
 //! `pg_stat_statements` loaded, which counts the statements executed apart
 //! from connection set-up and prepares. `--logs DIR` keeps each run's
-//! replica logs (`DIR/fleet-*/r<i>.log`).
+//! replica logs (`DIR/fleet-*/r<i>.log`, a respawned replica appending to
+//! its predecessor's), at the level `TENURE_FLEET_LOG` names (a
+//! `TENURE_LOG` filter; default `warn`; `tenure=debug` shows each
+//! follower's reads and its successor).
 //! `--pgbouncer N` adds the local PostgreSQL through a private PgBouncer in
 //! transaction mode pooling N server connections (Debian's `pgbouncer`),
 //! without and with `push_url` (LISTEN on a direct connection): connections
@@ -324,11 +327,19 @@ impl Fleet<'_> {
                 "100000",
             ])
             .current_dir(self.dir.path())
-            .env("TENURE_LOG", "warn")
+            .env(
+                "TENURE_LOG",
+                std::env::var("TENURE_FLEET_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(
-                std::fs::File::create(self.dir.path().join(format!("r{i}.log"))).expect("log file"),
+                // Appended: a respawned replica keeps its predecessor's log.
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.path().join(format!("r{i}.log")))
+                    .expect("log file"),
             )
             .spawn()
             .expect("spawn tenure")

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::{jittered, Campaign, Command, Next};
+use crate::clock::Sleep;
 use crate::error::{Error, Result};
 use crate::leadership::State;
 use crate::store::{changed, LeaseRecord, LeaseStoreExt, MemberRecord, Woken};
@@ -31,17 +32,18 @@ pub(super) struct FollowerState {
     /// The term of the last lease seen free, and when (local clock) this
     /// follower first saw it free: the succession grace counts from then.
     free_since: Option<(u64, Duration)>,
-    /// Where a subscription holds a connection: the term of the lease this
-    /// follower last ranked itself against, and when (local clock).
+    /// Where the store pushes: the term of the lease this follower last
+    /// ranked itself against, and when (local clock).
     ranked: Option<(u64, Duration)>,
-    /// Where followers are frugal: whether this one is among the first in
-    /// line to succeed (it listens where the store pushes; where nothing
-    /// pushes, it reads more often than the others).
+    /// Whether this follower is among the first in line to succeed: where
+    /// followers are frugal it listens where the store pushes, and where
+    /// nothing pushes it reads more often than the others; where the push
+    /// channel is shared it answers pushes at once.
     pub(super) in_line: bool,
 }
 
-/// Where a subscription holds a connection, a follower reads the member
-/// list again after this many TTLs to learn whether it became the
+/// Where the store pushes, a follower reads the member list again (at its
+/// next read) after this many TTLs to learn whether it became the
 /// designated successor (one that crashed stops being fresh after two
 /// TTLs); sooner when the lease changed hands. Two followers listen, so
 /// one of them dying leaves the other; only when both die does a release
@@ -193,12 +195,17 @@ impl Campaign {
         activity: Option<u64>,
         hold_off: Option<Duration>,
     ) -> Result<Option<Duration>, Next> {
-        // Where a subscription holds a connection: listen if first in line.
-        // Not ranked yet (not registered yet): read again soon while the
-        // lease is held or in a transfer window (when it is free this
-        // follower reads the member list to succeed anyway).
+        // Where a subscription holds a connection: listen if first in line;
+        // where the push channel is shared, answer pushes at once if first
+        // in line (`push_answer_delay`). Not ranked yet (not registered
+        // yet): read again soon while the lease is held or in a transfer
+        // window (when it is free this follower reads the member list to
+        // succeed anyway).
         let mut unranked = false;
-        if let Some(r) = rec.as_ref().filter(|_| self.frugal) {
+        if let Some(r) = rec
+            .as_ref()
+            .filter(|_| self.frugal || self.changes.is_some())
+        {
             let waits = r.is_held() || r.transfer_target().is_some();
             match self.rank(r, members.as_deref()).await? {
                 // Read again now: the store arms a wake-up for what a read
@@ -228,12 +235,13 @@ impl Campaign {
             }
             Some(r) if r.is_held() => match activity {
                 // The store ends the lease itself and pushes
-                // that: wait for the push, not for the expiry.
-                Some(seen) => match self.await_push(seen).await {
+                // that: wait for the push, not for the expiry (once ranked:
+                // until then, read again soon).
+                Some(seen) if !unranked => match self.await_push(seen).await {
                     Some(next) => return Err(next),
                     None => return Ok(None),
                 },
-                None => self.wait_for(&r),
+                _ => self.wait_for(&r),
             },
             rec => match hold_off
                 .map(|h| h.saturating_sub(self.now()))
@@ -283,16 +291,24 @@ impl Campaign {
         let key = self.config.key.clone();
         // Standing aside for another slot: look again once the gate frees.
         let seat = self.shared.seat.clone().filter(|s| s.taken_elsewhere());
+        // A push answered later (see `push_answer_delay`): further pushes
+        // meanwhile are the same wake-up.
+        let mut answer: Sleep = Box::pin(std::future::pending());
+        let mut answering = false;
         loop {
             tokio::select! {
                 biased;
                 _ = &mut sleep => return None,
+                _ = &mut answer => return None,
                 _ = gate_freed(seat.as_ref()) => return None,
                 // A pushed change (e.g. a release) ends the wait early.
-                woken = changed(&mut self.changes, Some(&key)) => {
+                woken = changed(&mut self.changes, Some(&key)), if !answering => {
                     tracing::trace!(election = %key, "woken by a push");
                     self.follower.pushed = Some(woken);
-                    return None;
+                    // No delay: read now (`None`).
+                    let delay = self.push_answer_delay()?;
+                    answering = true;
+                    answer = self.shared.clock.sleep_until(self.now() + delay);
                 }
                 cmd = self.commands.recv() => if let Some(reply) = self.follower_command(cmd) {
                     let _ = reply.send(Ok(()));
@@ -300,6 +316,26 @@ impl Campaign {
                 },
             }
         }
+    }
+
+    /// How long a follower that is not first in line lets a push wait
+    /// before it reads (`None`: at once). Every follower of a store with a
+    /// shared push channel (etcd, Redis, ZooKeeper) hears every release;
+    /// if all read at once, a fleet of a hundred processes starves the
+    /// designated successor of CPU and round trips, and a hand-over takes
+    /// seconds. The first in line ([`LISTENING_FOLLOWERS`]) answer at once;
+    /// the others after one to two push succession graces, by when the
+    /// successor has most often taken over, so they read once and see the
+    /// new leader. If it has not, they still try after their grace: the
+    /// delay costs a failover whose first two in line are both gone at most
+    /// two graces. Where a subscription holds a connection only the first
+    /// in line subscribe, so nothing waits here.
+    fn push_answer_delay(&self) -> Option<Duration> {
+        if self.frugal || self.follower.in_line || self.follower.ranked.is_none() {
+            return None;
+        }
+        let grace = self.timing().push_succession_grace;
+        Some(grace + grace.mul_f64(crate::random::factor(0.0, 1.0)))
     }
 
     /// Answers a command that arrived while following: resign and transfer
@@ -376,7 +412,7 @@ impl Campaign {
         }
     }
 
-    /// Where a subscription holds a connection: whether this follower is
+    /// Where the store pushes: whether this follower is
     /// the designated successor of the held lease `r` (the first fresh
     /// member other than its holder, as [`Self::succession_wait`] finds it
     /// when the lease is free) or next in line ([`LISTENING_FOLLOWERS`]),

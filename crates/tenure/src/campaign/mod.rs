@@ -173,13 +173,14 @@ impl Campaign {
     /// once), and so do the two followers first in line (a release reaches
     /// the designated successor at once; see `follow.rs`, `rank`); the
     /// other followers read at the lease's expiry and hold no connection in
-    /// between. Elsewhere the subscription stays. Whether a
-    /// subscription started.
+    /// between. Elsewhere the subscription stays, and `on` only says whether
+    /// this follower answers a push at once (`follow.rs`,
+    /// `push_answer_delay`). Whether a subscription started.
     fn listen(&mut self, on: bool) -> bool {
+        self.follower.in_line = on;
         if !self.frugal {
             return false;
         }
-        self.follower.in_line = on;
         match (on, self.changes.is_some()) {
             (true, false) => {
                 tracing::debug!(election = %self.config.key, "listening for pushes");

@@ -78,6 +78,7 @@ macro_rules! conformance_tests {
             run_records_refuse_bad_input,
             run_records_are_forgotten_after_keep,
             failover_without_a_herd,
+            a_release_is_read_at_once_only_by_the_first_in_line,
             a_semaphore_never_has_more_holders_than_slots,
             observers_see_every_change_and_never_write,
         );
