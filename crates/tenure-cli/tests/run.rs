@@ -767,3 +767,130 @@ async fn transfer_resign_watch_and_history_from_the_command_line() {
         "and the end:\n{seen}"
     );
 }
+
+/// libfaketime (Debian's `libfaketime`), which shifts a process's wall clock.
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// A leader whose wall clock runs hours ahead of everyone else's is killed
+/// (SIGKILL: nothing released); a replica with the true clock takes over
+/// within a TTL and a few seconds. Nothing a dead holder wrote with its own
+/// clock may hold up the next one: stores judge expiry by the server's clock
+/// or by the reader's, never by a time another client stamped. (SQLite is
+/// left out: its store clock is the clock of whichever process runs the
+/// statement, so one process's shifted clock is the store's clock.)
+async fn a_dead_leader_with_a_clock_ahead_is_succeeded(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    if !std::path::Path::new(FAKETIME_LIB).is_file() {
+        assert!(
+            !servers::required(),
+            "this test needs libfaketime ({FAKETIME_LIB}): apt-get install libfaketime"
+        );
+        eprintln!("skipped: no {FAKETIME_LIB} (apt-get install libfaketime)");
+        return;
+    }
+    let Some(url) = common::store_url(store, d).await else {
+        return;
+    };
+    let election = format!("skew-{store}-{:x}", rand_u32());
+    let spawn = |id: &str, faketime: Option<&str>| {
+        let args = [
+            "run",
+            "--store",
+            &url,
+            "--election",
+            &election,
+            "--ttl",
+            "2s",
+            "--id",
+            id,
+            "--",
+            "sh",
+            "-c",
+            "echo \"$TENURE_TERM\" > \"lead-$TENURE_ID\"; exec sleep 600",
+        ];
+        let mut cmd = std::process::Command::new(common::BIN);
+        cmd.args(args)
+            .current_dir(d)
+            .env_remove("TENURE_STORE")
+            .env("TENURE_LOG", "info")
+            .env("TENURE_ID", id)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(d.join(format!("{id}.log"))).unwrap());
+        if let Some(f) = faketime {
+            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME", f)
+                .env("FAKETIME_DONT_RESET", "1");
+        }
+        cmd.spawn().expect("spawn tenure")
+    };
+    let logs = || {
+        ["ahead", "true"]
+            .iter()
+            .map(|id| std::fs::read_to_string(d.join(format!("{id}.log"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    let mut ahead = spawn("ahead", Some("+3h"));
+    wait_until(
+        "the leader with the clock ahead",
+        Duration::from_secs(20),
+        || d.join("lead-ahead").exists().then_some(()),
+    )
+    .await;
+    let mut follower = spawn("true", None);
+    // The follower is registered (it has read the lease) before the kill, as
+    // in a fleet.
+    let observer = tenure::store::connect(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let key = ElectionKey::new("default", election.clone());
+    let start = Instant::now();
+    while !observer
+        .members(&key)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .any(|m| m.identity == "true" && m.live)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{store}: the follower never registered:\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    kill(Pid::from_raw(ahead.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = ahead.wait();
+    let killed = Instant::now();
+    while !d.join("lead-true").exists() {
+        if killed.elapsed() > Duration::from_secs(12) {
+            let _ = kill(Pid::from_raw(follower.id() as i32), Signal::SIGTERM);
+            let _ = follower.wait();
+            panic!(
+                "{store}: no successor 12 s after a leader with its clock 3 h ahead was killed:\n{}",
+                logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!("{store}: successor after {:?}", killed.elapsed());
+    let _ = kill(Pid::from_raw(follower.id() as i32), Signal::SIGTERM);
+    let _ = follower.wait();
+    // The killed leader's guard stops its job at the lease's deadline.
+    let log = logs();
+    assert!(!log.contains("is corrupt"), "{store}: {log}");
+}
+
+mod clock_ahead {
+    macro_rules! stores {
+        ($($store:ident),* $(,)?) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $store() {
+                super::a_dead_leader_with_a_clock_ahead_is_succeeded(stringify!($store)).await;
+            }
+        )*};
+    }
+    stores!(mariadb, postgres, redis, etcd, zookeeper);
+}

@@ -1,6 +1,7 @@
 //! Hand-edited lease records on PostgreSQL, MariaDB, Redis and SQLite: a
 //! negative term, a term at `i64::MAX`, and a ghost holder whose lease ends
-//! in the year 9999. `tenure status` and `tenure run` must refuse the record
+//! in the year 9999; on etcd a TTL beyond the longest (a ghost holder there
+//! has no lease key, so it is merely expired). `tenure status` and `tenure run` must refuse the record
 //! with an error naming the election and the repair; `run` must start no job
 //! (so no term is handed out twice or out of order) and must not spin on the
 //! store; and after the repair printed by the error is applied, the election
@@ -30,6 +31,10 @@ enum Tamper {
     /// `term = 1e19`: on SQLite a REAL (what `i64::MAX + 1` becomes there),
     /// on Redis a number the scripts' doubles read but no integer.
     RealTerm,
+    /// etcd: the state record's TTL far beyond the longest (its terms are
+    /// revisions and its times the writers' clocks, so a TTL is what a
+    /// hand edit can make impossible there).
+    HugeTtl,
 }
 
 /// The year 9999 in µs since the epoch.
@@ -178,6 +183,7 @@ impl Setup {
                     self.redis_cli(&["HSET", &key, "holder", "ghost", "expires_us", &year_9999])
                 }
                 Tamper::RealTerm => self.redis_cli(&["HSET", &key, "term", "1e19"]),
+                Tamper::HugeTtl => panic!("only etcd's state has a TTL to tamper with"),
             };
             assert!(!out.contains("ERR"), "{out}");
             return;
@@ -193,10 +199,13 @@ impl Setup {
                 .to_string();
             let value = self.etcdctl(&["get", &state, "--print-value-only"], None);
             let mut v: serde_json::Value = serde_json::from_str(value.trim()).expect("state JSON");
-            assert!(matches!(how, Tamper::Ghost), "etcd terms are revisions");
             v["holder"] = "ghost".into();
             v["end_reason"] = "".into();
-            v["expires_at_us"] = YEAR_9999_US.into();
+            match how {
+                Tamper::Ghost => v["expires_at_us"] = YEAR_9999_US.into(),
+                Tamper::HugeTtl => v["ttl_ms"] = 1_000_000_000_000u64.into(),
+                _ => panic!("etcd terms are revisions: {how:?}"),
+            }
             self.etcdctl(&["put", &state, &v.to_string()], None);
             return;
         }
@@ -205,6 +214,7 @@ impl Setup {
             Tamper::MaxTerm => format!("term = {}", i64::MAX),
             Tamper::Ghost => format!("holder = 'ghost', expires_us = {YEAR_9999_US}"),
             Tamper::RealTerm => "term = 1e19".to_string(),
+            Tamper::HugeTtl => panic!("only etcd's state has a TTL to tamper with"),
         };
         self.sql(&format!(
             "UPDATE {}leases SET {set} WHERE election = '{}'",
@@ -301,6 +311,7 @@ async fn story(store: &'static str, how: Tamper) {
         Tamper::MaxTerm => "largest term",
         Tamper::Ghost => "expires_us 253402300799000000",
         Tamper::RealTerm => "term",
+        Tamper::HugeTtl => "its TTL is 1000000000000000 µs",
     };
     assert!(stderr.contains(expect), "{store} {how:?}: {out}");
     if let Tamper::RealTerm = how {
@@ -408,5 +419,39 @@ stories! {
     redis_max_term: "redis", MaxTerm;
     redis_ghost_holder: "redis", Ghost;
     redis_real_term: "redis", RealTerm;
-    etcd_ghost_holder: "etcd", Ghost;
+    etcd_huge_ttl: "etcd", HugeTtl;
+}
+
+/// etcd: a state record naming a ghost holder whose expiry (a time the
+/// writer stamped with its own clock) lies in the year 9999 holds nothing
+/// up: the lease key, gone, says nobody holds the election, and a
+/// writer's clock may run hours ahead of the reader's (a dead leader's
+/// must not block its successor), so the stamp is not judged. `status`
+/// shows the ghost expired and a candidate leads under a later term.
+#[tokio::test]
+async fn etcd_ghost_holder_without_a_lease_is_expired() {
+    let Some(s) = setup("etcd").await else {
+        return;
+    };
+    let a = s.run("a");
+    let (first, _) = wait_until("the first job", Duration::from_secs(20), || {
+        s.starts().first().copied()
+    })
+    .await;
+    drop(a);
+    s.tamper(Tamper::Ghost).await;
+    let status = tenure(s.dir.path(), &s.store_args(&["status"]));
+    assert!(status.status.success(), "{}", text(&status));
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("ghost expired"),
+        "{}",
+        text(&status)
+    );
+    let b = s.run("b");
+    let (second, _) = wait_until("a job after the ghost", Duration::from_secs(20), || {
+        s.starts().get(1).copied()
+    })
+    .await;
+    assert!(second > first, "term {second} after {first}");
+    assert!(!b.log().contains("is corrupt"), "{}", b.log());
 }

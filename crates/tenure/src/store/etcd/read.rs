@@ -180,7 +180,11 @@ impl Inner {
                 if seen.len() > 10_000 {
                     seen.clear();
                 }
-                rec.expires_at_us = st.expires_at_us.max(first);
+                // When this reader first saw it gone, by this reader's clock:
+                // the state's expiry is the holder's clock, which may run
+                // hours apart (a dead holder whose clock ran ahead would
+                // otherwise hold the election up until that hour).
+                rec.expires_at_us = first;
             }
             None => {
                 rec.expires_at_us = st.ended_at_us;
