@@ -737,3 +737,69 @@ async fn a_store_on_the_applications_pool_keeps_leading_when_the_pool_is_exhaust
         pool.close().await;
     }
 }
+
+/// A network that swallows every byte (a blackhole: whatever is sent
+/// meanwhile is lost, so a statement in flight never gets its answer) while
+/// a leader's renewal and a member's heartbeat are sent, then heals. Their
+/// callers gave up; the batches that carried them must not hold the
+/// store's one connection waiting for an answer that will never come: the
+/// next statement after the heal goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_lost_in_a_blackhole_does_not_hold_the_store_up() {
+    use tenure::store::Member;
+    use tenure_testsupport::proxy::Proxy;
+    for url in [servers::postgres_url(), servers::mysql_url()] {
+        let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+        if servers::connect_or_skip(&url, &options).await.is_none() {
+            continue;
+        }
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (auth, rest) = rest.split_once('@').unwrap();
+        let (upstream, path) = rest.split_once('/').unwrap();
+        let proxy = Proxy::start(upstream).await.unwrap();
+        let via = format!("{scheme}://{auth}@127.0.0.1:{}/{path}", proxy.port);
+        let store = SqlStore::connect(&via, &options).await.unwrap();
+        let key = ElectionKey::new("blackhole", format!("{:x}", rand::random::<u32>()));
+        let ttl = Duration::from_secs(30);
+        let claim = Claim {
+            key: key.clone(),
+            holder: "leader#1".into(),
+            metadata: String::new(),
+            ttl,
+        };
+        let held = match store.try_acquire(&claim).await {
+            Ok(Acquire::Acquired(held)) => held,
+            other => panic!("{url}: the acquisition: {other:?}"),
+        };
+        let tenure = tenure_of(&held);
+        let member = Member {
+            key: key.clone(),
+            holder: "follower#1".into(),
+            metadata: String::new(),
+            priority: 0,
+        };
+        proxy.set_blackhole(true);
+        let gave_up = Duration::from_millis(300);
+        let renewal = tokio::time::timeout(gave_up, store.renew(&tenure, ttl)).await;
+        assert!(
+            renewal.is_err(),
+            "{url}: no answer in the blackhole: {renewal:?}"
+        );
+        let heartbeat = tokio::time::timeout(gave_up, store.heartbeat(&member, ttl)).await;
+        assert!(
+            heartbeat.is_err(),
+            "{url}: no answer in the blackhole: {heartbeat:?}"
+        );
+        proxy.pass();
+        let read = tokio::time::timeout(Duration::from_secs(5), store.read(&key))
+            .await
+            .unwrap_or_else(|_| panic!("{url}: no read 5 s after the network healed"))
+            .unwrap();
+        assert!(read.is_some_and(|r| r.term == tenure.term), "{url}");
+        assert!(
+            store.renew(&tenure, ttl).await.unwrap(),
+            "{url}: renews again"
+        );
+        assert!(store.release(&tenure).await.unwrap(), "{url}");
+    }
+}

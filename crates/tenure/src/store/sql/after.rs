@@ -7,6 +7,12 @@ use super::statements::{sent, term_i64, Statements};
 use super::SqlStore;
 use crate::store::{ElectionKey, EndReason, LeaseRecord, StartReason, Tenure};
 
+/// How long one job's statements may take once they have the connection:
+/// far beyond a healthy server's answer (milliseconds), and short enough
+/// that a lost request holds the process's other statements up no longer
+/// than a lost push probe is waited for.
+const JOB_LIMIT: std::time::Duration = crate::store::StoreOptions::PUSH_PROBE_TIMEOUT;
+
 impl SqlStore {
     fn after(&self) -> After {
         After {
@@ -38,26 +44,7 @@ impl SqlStore {
                     // store's connection (`connection.rs`); a failed history
                     // statement is bookkeeping, and a broken connection
                     // shows at the next statement, which opens another.
-                    let mut lent = match after.own.lend().await {
-                        Ok(lent) => lent,
-                        Err(e) => {
-                            tracing::debug!("recording history failed: {e}");
-                            continue;
-                        }
-                    };
-                    let conn = lent.conn();
-                    match job {
-                        AfterJob::Start(rec) => {
-                            after.notify(conn, &rec.key).await;
-                            after.record_start(conn, &rec).await;
-                        }
-                        AfterJob::Close(tenure, reason) => {
-                            after.close_history_now(conn, &tenure, reason).await;
-                        }
-                    }
-                    if let Err(e) = lent.keep().await {
-                        tracing::debug!("recording history failed: {e}");
-                    }
+                    after.run(job).await;
                 }
             });
             tx
@@ -103,6 +90,40 @@ struct After {
 }
 
 impl After {
+    /// One job's statements, on the store's connection. Statements that
+    /// have no answer within [`JOB_LIMIT`] are dropped, and the connection
+    /// with them: on a network that lost the request they would wait for
+    /// ever, and every statement of the process (the leader's renewals
+    /// first) waits for the connection they hold.
+    async fn run(&self, job: AfterJob) {
+        let mut lent = match self.own.lend().await {
+            Ok(lent) => lent,
+            Err(e) => {
+                tracing::debug!("recording history failed: {e}");
+                return;
+            }
+        };
+        let statements = async {
+            let conn = lent.conn();
+            match job {
+                AfterJob::Start(rec) => {
+                    self.notify(conn, &rec.key).await;
+                    self.record_start(conn, &rec).await;
+                }
+                AfterJob::Close(tenure, reason) => {
+                    self.close_history_now(conn, &tenure, reason).await;
+                }
+            }
+        };
+        if tokio::time::timeout(JOB_LIMIT, statements).await.is_err() {
+            tracing::debug!("recording history failed: no answer within {JOB_LIMIT:?}");
+            return;
+        }
+        if let Err(e) = lent.keep().await {
+            tracing::debug!("recording history failed: {e}");
+        }
+    }
+
     /// Records the start of a term in the history, and the end of the previous
     /// one if it expired (a release or hand-over closed it already). Best
     /// effort: the history is for people, leadership does not depend on it.

@@ -18,7 +18,7 @@ use super::dialect::Dialect;
 use super::errors::map_err;
 use super::statements::{duration_us, sent, term_i64};
 use crate::error::{Error, Result};
-use crate::store::util::gather::Gather;
+use crate::store::util::gather::{abandoned, Gather};
 use crate::store::Tenure;
 
 /// Leases per statement (4 parameters each; every dialect allows far more).
@@ -135,20 +135,20 @@ impl Batcher {
 
     fn bind_tenures<'q>(
         mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-        pending: &'q [Pending],
+        tenures: &'q [Tenure],
     ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-        for p in pending {
+        for t in tenures {
             q = q
-                .bind(p.tenure.key.namespace.as_str())
-                .bind(p.tenure.key.election.as_str())
-                .bind(p.tenure.holder.as_str())
-                .bind(term_i64(p.tenure.term));
+                .bind(t.key.namespace.as_str())
+                .bind(t.key.election.as_str())
+                .bind(t.holder.as_str())
+                .bind(term_i64(t.term));
         }
         q
     }
 
-    /// Answers each pending renewal: renewed if its lease is among `rows`.
-    fn answer(pending: Vec<Pending>, rows: &[sqlx::any::AnyRow]) {
+    /// Whether each of `tenures` is among `rows`, the leases renewed.
+    fn renewed(tenures: &[Tenure], rows: &[sqlx::any::AnyRow]) -> Vec<bool> {
         let renewed: Vec<(String, String, String, i64)> = rows
             .iter()
             .filter_map(|r| {
@@ -160,68 +160,77 @@ impl Batcher {
                 ))
             })
             .collect();
-        for p in pending {
-            let t = &p.tenure;
-            let ok = renewed.iter().any(|(ns, el, h, term)| {
-                *ns == t.key.namespace
-                    && *el == t.key.election
-                    && *h == t.holder
-                    && *term == term_i64(t.term)
-            });
-            let _ = p.reply.send(Ok(ok));
+        tenures
+            .iter()
+            .map(|t| {
+                renewed.iter().any(|(ns, el, h, term)| {
+                    *ns == t.key.namespace
+                        && *el == t.key.election
+                        && *h == t.holder
+                        && *term == term_i64(t.term)
+                })
+            })
+            .collect()
+    }
+
+    /// Sends the batch and answers each renewal, unless every caller gave
+    /// up first (see [`abandoned`]).
+    async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
+        let (tenures, mut replies): (Vec<Tenure>, Vec<_>) =
+            pending.into_iter().map(|p| (p.tenure, p.reply)).unzip();
+        let renewed = tokio::select! {
+            renewed = self.send(ttl_us, &tenures) => renewed,
+            () = abandoned(&mut replies) => return,
+        };
+        match renewed {
+            Ok(renewed) => {
+                for (reply, ok) in replies.into_iter().zip(renewed) {
+                    let _ = reply.send(Ok(ok));
+                }
+            }
+            Err(e) => self.fail(replies, e),
         }
     }
 
-    async fn flush(&self, ttl_us: i64, pending: Vec<Pending>) {
-        let mut lent = match self.own.lend().await {
-            Ok(lent) => lent,
-            Err(e) => return self.fail(pending, e),
-        };
-        let sql = self.sql(pending.len());
+    /// The renewal of `tenures` on the store's connection: which it renewed.
+    async fn send(
+        &self,
+        ttl_us: i64,
+        tenures: &[Tenure],
+    ) -> std::result::Result<Vec<bool>, sqlx::Error> {
+        let mut lent = self.own.lend().await?;
+        let sql = self.sql(tenures.len());
         let sql = sent(self.dialect, &sql);
-        let q = Self::bind_tenures(sqlx::query(&sql).bind(ttl_us).bind(ttl_us), &pending);
+        let q = Self::bind_tenures(sqlx::query(&sql).bind(ttl_us).bind(ttl_us), tenures);
         self.count_statement();
         if self.dialect.has_update_returning() {
             let rows = q.fetch_all(lent.conn()).await;
-            match lent.keep_if_ok(rows).await {
-                Ok(rows) => Self::answer(pending, &rows),
-                Err(e) => self.fail(pending, e),
-            }
-            return;
+            let rows = lent.keep_if_ok(rows).await?;
+            return Ok(Self::renewed(tenures, &rows));
         }
         // MySQL has no RETURNING: if every lease matched we are done; else one
         // read finds out which (never one statement per lease: with many
         // elections the later ones would pass their deadlines together).
-        match q.execute(lent.conn()).await {
-            Ok(done) if done.rows_affected() as usize == pending.len() => {
-                if let Err(e) = lent.keep().await {
-                    return self.fail(pending, e);
-                }
-                for p in pending {
-                    let _ = p.reply.send(Ok(true));
-                }
-            }
-            Ok(_) => {
-                let read = self.renewed_sql(pending.len());
-                let read = sent(self.dialect, &read);
-                self.count_statement();
-                let rows = Self::bind_tenures(sqlx::query(&read), &pending)
-                    .fetch_all(lent.conn())
-                    .await;
-                match lent.keep_if_ok(rows).await {
-                    Ok(rows) => Self::answer(pending, &rows),
-                    Err(e) => self.fail(pending, e),
-                }
-            }
-            Err(e) => self.fail(pending, e),
+        let done = q.execute(lent.conn()).await?;
+        if done.rows_affected() as usize == tenures.len() {
+            lent.keep().await?;
+            return Ok(vec![true; tenures.len()]);
         }
+        let read = self.renewed_sql(tenures.len());
+        let read = sent(self.dialect, &read);
+        self.count_statement();
+        let rows = Self::bind_tenures(sqlx::query(&read), tenures)
+            .fetch_all(lent.conn())
+            .await;
+        let rows = lent.keep_if_ok(rows).await?;
+        Ok(Self::renewed(tenures, &rows))
     }
 
-    fn fail(&self, pending: Vec<Pending>, e: sqlx::Error) {
+    fn fail(&self, replies: Vec<oneshot::Sender<Result<bool>>>, e: sqlx::Error) {
         let err = map_err(&self.store, &self.prefix, e);
         let msg = err.to_string();
-        for p in pending {
-            let _ = p.reply.send(Err(Error::Unavailable {
+        for reply in replies {
+            let _ = reply.send(Err(Error::Unavailable {
                 source: None,
                 store: self.store.clone(),
                 reason: msg.clone(),

@@ -19,7 +19,12 @@
 //!   that reads once per TTL holds none between its reads, and the reads
 //!   of one wake-up (lease, members, acquire) still share one;
 //! - a statement that fails or is cancelled closes it (it may be broken or
-//!   mid-statement); the next statement opens another.
+//!   mid-statement); the next statement opens another. Statements sent by
+//!   a task of their own are cancelled too, so that a request a broken
+//!   network lost never holds the connection for good: a batch once all
+//!   its callers have given up (`util/gather.rs`, `batch.rs`), a history
+//!   job after its limit (`after.rs`), the push listener's `LISTEN` after
+//!   a probe's wait.
 //!
 //! On PostgreSQL, unless a pooler stands in between, the same connection
 //! also carries `LISTEN` ([`OneConnection::listening_on`]): between
@@ -235,7 +240,20 @@ impl OneConnection {
         let slot = self.slot.clone().lock_owned().await;
         let mut lent = self.lent(slot, true).await?;
         let fresh = match lent.conn().listening() {
-            Some(listening) => listening.listen(channel).await?,
+            // Bounded: the listener holds the connection meanwhile, and a
+            // `LISTEN` a broken network swallowed is never answered.
+            Some(listening) => {
+                let limit = crate::store::StoreOptions::PUSH_PROBE_TIMEOUT;
+                match tokio::time::timeout(limit, listening.listen(channel)).await {
+                    Ok(sent) => sent?,
+                    Err(_) => {
+                        return Err(sqlx::Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("LISTEN was not answered within {limit:?}"),
+                        )))
+                    }
+                }
+            }
             None => unreachable!("a listening store opens listening connections"),
         };
         Ok((lent, fresh))

@@ -209,27 +209,40 @@ impl<S: Statement> Batched<S> {
     async fn flush(&self, group: i64, pending: Vec<(S::Item, Reply<S::Answer>)>) {
         self.sent.increment(1);
         let n = pending.len();
-        let answers = self
-            .statement
-            .send(group, pending.iter().map(|(item, _)| item).collect())
-            .await
-            .and_then(|a| match a.len() {
-                len if len == n => Ok(a),
-                len => Err(format!("{} batch answered {len} of {n} calls", S::WHAT)),
-            });
+        let (items, mut replies): (Vec<S::Item>, Vec<Reply<S::Answer>>) =
+            pending.into_iter().unzip();
+        let sent = self.statement.send(group, items.iter().collect());
+        let answers = tokio::select! {
+            answers = sent => answers,
+            () = abandoned(&mut replies) => return,
+        };
+        let answers = answers.and_then(|a| match a.len() {
+            len if len == n => Ok(a),
+            len => Err(format!("{} batch answered {len} of {n} calls", S::WHAT)),
+        });
         match answers {
             Ok(answers) => {
-                for ((_, reply), answer) in pending.into_iter().zip(answers) {
+                for (reply, answer) in replies.into_iter().zip(answers) {
                     let _ = reply.send(Ok(answer));
                 }
             }
             Err(e) => {
-                for (_, reply) in pending {
+                for reply in replies {
                     let _ = reply.send(Err(e.clone()));
                 }
             }
         }
     }
+}
+
+/// Until every caller waiting on `replies` has given up (each has its
+/// deadline). A batch sent in a task of its own stops there: a statement
+/// whose answer nobody waits for any more must not go on holding its
+/// connection (on a network that lost the request, until the socket dies,
+/// which without keep-alives is never), and dropping it closes that
+/// connection, as a cancelled statement does.
+pub(crate) async fn abandoned<T>(replies: &mut [tokio::sync::oneshot::Sender<T>]) {
+    futures_util::future::join_all(replies.iter_mut().map(|reply| reply.closed())).await;
 }
 
 #[cfg(test)]
