@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tenure::store::{connect, StoreOptions};
+use tenure::store::{connect, LeaseStoreExt, StoreOptions};
 use tenure::{Elector, Error};
 use tenure_testsupport::metrics::TestRecorder;
 use tenure_testsupport::servers;
@@ -393,4 +393,37 @@ async fn fenced_txn_refuses_a_paused_leader() {
     );
     successor.shutdown().await.unwrap();
     drop(paused);
+}
+
+/// A quiet watch stays up: nothing happens in the store for 12 s while a
+/// follower's store subscribes. etcd (grpc-go) answers a client that pings
+/// more often than its `--grpc-keepalive-min-time` (5 s by default) with
+/// GOAWAY "too_many_pings" and closes the connection, the watch with it, so
+/// the client's HTTP/2 keep-alive must ping no more often than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_watch_is_not_dropped_by_the_server() {
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let store = connect(&server.url(), &opts()).await.expect("store");
+    let _changes = store.subscribe().expect("etcd pushes");
+    let start = Instant::now();
+    while !matches!(store.push_health(), tenure::store::PushHealth::Up { .. }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the watch opens: {:?}",
+            store.push_health()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(12) {
+        let health = store.push_health();
+        assert!(
+            matches!(health, tenure::store::PushHealth::Up { .. }),
+            "the quiet watch went down after {:?}: {health:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

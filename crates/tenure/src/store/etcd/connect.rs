@@ -18,6 +18,13 @@ use super::{EtcdStore, Inner};
 use crate::error::{Error, Result};
 use crate::store::StoreOptions;
 
+/// How often the client pings an etcd server: above etcd's default
+/// `--grpc-keepalive-min-time` of 5 s, with room for timer jitter.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(6);
+
+/// How long a ping may go unanswered before the connection counts as dead.
+const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl EtcdStore {
     /// Connects to the etcd cluster a URL names and starts watching for changes.
     ///
@@ -60,8 +67,15 @@ impl EtcdStore {
         let mut copts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout.max(Duration::from_secs(2)))
-            .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
-            .with_keep_alive_while_idle(true)
+            // HTTP/2 pings find a dead connection (the watch's, above all)
+            // without waiting for a request to time out. etcd (grpc-go)
+            // closes a connection whose client pings more often than its
+            // `--grpc-keepalive-min-time` (5 s by default) with GOAWAY
+            // "too_many_pings", and one that pings without an open stream
+            // at all: a ping every second lost every quiet follower's watch
+            // every four seconds.
+            .with_keep_alive(KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT)
+            .with_keep_alive_while_idle(false)
             .with_require_leader(true);
         if let Some((user, pass)) = &parsed.user {
             copts = copts.with_user(user.clone(), pass.clone());
