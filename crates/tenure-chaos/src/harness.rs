@@ -482,7 +482,12 @@ impl Run {
         .arg("--resource")
         .arg(self.out.join("resource"))
         .args(["--slots", &self.args.slots.to_string()])
-        .env("TENURE_LOG", "warn")
+        // TENURE_CHAOS_LOG: the candidates' log filter (TENURE_LOG's syntax),
+        // for following a failed seed in more detail.
+        .env(
+            "TENURE_LOG",
+            std::env::var("TENURE_CHAOS_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
