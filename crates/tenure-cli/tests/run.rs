@@ -771,14 +771,20 @@ async fn transfer_resign_watch_and_history_from_the_command_line() {
 /// libfaketime (Debian's `libfaketime`), which shifts a process's wall clock.
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
-/// A leader whose wall clock runs hours ahead of everyone else's is killed
-/// (SIGKILL: nothing released); a replica with the true clock takes over
-/// within a TTL and a few seconds. Nothing a dead holder wrote with its own
-/// clock may hold up the next one: stores judge expiry by the server's clock
-/// or by the reader's, never by a time another client stamped. (SQLite is
-/// left out: its store clock is the clock of whichever process runs the
-/// statement, so one process's shifted clock is the store's clock.)
-async fn a_dead_leader_with_a_clock_ahead_is_succeeded(store: &str) {
+/// A leader is killed (SIGKILL: nothing released) while its wall clock
+/// and its follower's disagree by hours (`leader`, `follower`: libfaketime
+/// offsets, `None` for the true clock); the follower takes over within a
+/// TTL and a few seconds. Nothing a holder wrote with its own clock, and
+/// nothing the server stamped with its clock, may be judged against a
+/// reader's clock: stores judge expiry by the server's clock or by the
+/// reader's alone. (SQLite is left out: its store clock is the clock of
+/// whichever process runs the statement, so one process's shifted clock is
+/// the store's clock.)
+async fn a_dead_leader_is_succeeded_across_clocks(
+    store: &str,
+    leader: Option<&str>,
+    follower: Option<&str>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     if !std::path::Path::new(FAKETIME_LIB).is_file() {
@@ -826,20 +832,18 @@ async fn a_dead_leader_with_a_clock_ahead_is_succeeded(store: &str) {
         cmd.spawn().expect("spawn tenure")
     };
     let logs = || {
-        ["ahead", "true"]
+        ["leader", "follower"]
             .iter()
             .map(|id| std::fs::read_to_string(d.join(format!("{id}.log"))).unwrap_or_default())
             .collect::<Vec<_>>()
             .join("\n----\n")
     };
-    let mut ahead = spawn("ahead", Some("+3h"));
-    wait_until(
-        "the leader with the clock ahead",
-        Duration::from_secs(20),
-        || d.join("lead-ahead").exists().then_some(()),
-    )
+    let mut first = spawn("leader", leader);
+    wait_until("the first leader", Duration::from_secs(20), || {
+        d.join("lead-leader").exists().then_some(())
+    })
     .await;
-    let mut follower = spawn("true", None);
+    let mut second = spawn("follower", follower);
     // The follower is registered (it has read the lease) before the kill, as
     // in a fleet.
     let observer = tenure::store::connect(&url, &StoreOptions::default())
@@ -852,7 +856,7 @@ async fn a_dead_leader_with_a_clock_ahead_is_succeeded(store: &str) {
         .await
         .unwrap_or_default()
         .iter()
-        .any(|m| m.identity == "true" && m.live)
+        .any(|m| m.identity == "follower" && m.live)
     {
         assert!(
             start.elapsed() < Duration::from_secs(20),
@@ -861,36 +865,46 @@ async fn a_dead_leader_with_a_clock_ahead_is_succeeded(store: &str) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    kill(Pid::from_raw(ahead.id() as i32), Signal::SIGKILL).unwrap();
-    let _ = ahead.wait();
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = first.wait();
     let killed = Instant::now();
-    while !d.join("lead-true").exists() {
+    while !d.join("lead-follower").exists() {
         if killed.elapsed() > Duration::from_secs(12) {
-            let _ = kill(Pid::from_raw(follower.id() as i32), Signal::SIGTERM);
-            let _ = follower.wait();
+            let _ = kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM);
+            let _ = second.wait();
             panic!(
-                "{store}: no successor 12 s after a leader with its clock 3 h ahead was killed:\n{}",
+                "{store}: no successor 12 s after the leader was killed (clocks: leader {leader:?}, follower {follower:?}):\n{}",
                 logs()
             );
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     eprintln!("{store}: successor after {:?}", killed.elapsed());
-    let _ = kill(Pid::from_raw(follower.id() as i32), Signal::SIGTERM);
-    let _ = follower.wait();
+    let _ = kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM);
+    let _ = second.wait();
     // The killed leader's guard stops its job at the lease's deadline.
     let log = logs();
     assert!(!log.contains("is corrupt"), "{store}: {log}");
 }
 
-mod clock_ahead {
-    macro_rules! stores {
-        ($($store:ident),* $(,)?) => {$(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $store() {
-                super::a_dead_leader_with_a_clock_ahead_is_succeeded(stringify!($store)).await;
-            }
-        )*};
-    }
-    stores!(mariadb, postgres, redis, etcd, zookeeper);
+macro_rules! across_clocks {
+    ($($name:ident: $store:literal, leader $leader:expr, follower $follower:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            a_dead_leader_is_succeeded_across_clocks($store, $leader, $follower).await;
+        }
+    )*};
+}
+
+across_clocks! {
+    leader_ahead_mariadb: "mariadb", leader Some("+3h"), follower None;
+    leader_ahead_postgres: "postgres", leader Some("+3h"), follower None;
+    leader_ahead_redis: "redis", leader Some("+3h"), follower None;
+    leader_ahead_etcd: "etcd", leader Some("+3h"), follower None;
+    leader_ahead_zookeeper: "zookeeper", leader Some("+3h"), follower None;
+    follower_behind_mariadb: "mariadb", leader None, follower Some("-3h");
+    follower_behind_postgres: "postgres", leader None, follower Some("-3h");
+    follower_behind_redis: "redis", leader None, follower Some("-3h");
+    follower_behind_etcd: "etcd", leader None, follower Some("-3h");
+    follower_behind_zookeeper: "zookeeper", leader None, follower Some("-3h");
 }

@@ -180,7 +180,22 @@ impl Inner {
                 }
             }
         }
-        crate::store::check_record(&rec).map_err(|reason| self.corrupt(key, reason))?;
+        // Expiries are the servers' stamps (`mtime`s) plus a TTL; `now_us`
+        // may be this client's clock, hours apart from theirs. Judged from
+        // the latest stamp of the read when that is later, a record that
+        // ZooKeeper stamped is never found to expire too far ahead (it
+        // cannot: no expiry lies more than a TTL past its own stamp), and
+        // what a hand edit can change (the TTL, a window) is still judged.
+        let latest_stamp_us = [&snap.leader, &snap.state, &snap.handover, &snap.term]
+            .iter()
+            .filter_map(|n| n.as_ref().map(|(_, s)| s.mtime.saturating_mul(1000)))
+            .max()
+            .unwrap_or(0);
+        let judged = LeaseRecord {
+            read_at_us: now_us.max(latest_stamp_us),
+            ..rec.clone()
+        };
+        crate::store::check_record(&judged).map_err(|reason| self.corrupt(key, reason))?;
         Ok(Some(rec))
     }
 
