@@ -449,11 +449,14 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         key: ElectionKey::new("default", format!("fleet-{stamp}")),
         dir: match &o.logs {
             // Kept for reading after the run.
-            Some(root) => tempfile::Builder::new()
-                .prefix("fleet-")
-                .disable_cleanup(true)
-                .tempdir_in(root)
-                .expect("log directory"),
+            Some(root) => {
+                std::fs::create_dir_all(root).expect("--logs directory");
+                tempfile::Builder::new()
+                    .prefix("fleet-")
+                    .disable_cleanup(true)
+                    .tempdir_in(root)
+                    .expect("log directory")
+            }
             None => tempfile::tempdir().expect("tempdir"),
         },
         procs: vec![],
