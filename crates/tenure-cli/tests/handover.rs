@@ -15,12 +15,12 @@ use common::parent_of;
 use common::rand_u32;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{logs, spawn_tenure, store_url, tenure, text, wait_until, Candidate};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tenure::store::{ElectionKey, LeaseStoreExt, StoreOptions};
+use tenure::store::{ElectionKey, StoreOptions};
 
 /// Traps SIGTERM, then keeps beating for 200 ms (inside the 500 ms kill
 /// grace) and exits 0, saying so: a job that got its grace leaves
@@ -155,23 +155,11 @@ async fn scenario(store: &str, request: Request) {
         _ => vec![],
     };
     let b = spawn("b", &b_extra);
+    common::wait_until_registered(&url, &election, "b", || logs([&a, &b])).await;
     let store_handle = tenure::store::connect(&url, &StoreOptions::default())
         .await
         .unwrap();
     let key = ElectionKey::new("default", election.clone());
-    let start = Instant::now();
-    loop {
-        let members = store_handle.members(&key).await.unwrap_or_default();
-        if members.iter().any(|m| m.identity == "b" && m.live) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "b never registered:\n{}",
-            logs([&a, &b])
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let old = beats(&old_file).expect("a's heartbeat file");
     // The old leader's guard is the job's parent: stopped, it cannot act on
     // anything tenure asks (as on a loaded machine) for 0.5 s.

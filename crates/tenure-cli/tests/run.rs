@@ -815,75 +815,48 @@ async fn a_dead_leader_is_succeeded_across_clocks(
             "-c",
             "echo \"$TENURE_TERM\" > \"lead-$TENURE_ID\"; exec sleep 600",
         ];
-        let mut cmd = std::process::Command::new(common::BIN);
-        cmd.args(args)
-            .current_dir(d)
-            .env_remove("TENURE_STORE")
-            .env("TENURE_LOG", "info")
+        let log = d.join(format!("{id}.log"));
+        let mut cmd = common::tenure_command(d, &args);
+        cmd.env("TENURE_LOG", "info")
             .env("TENURE_ID", id)
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(d.join(format!("{id}.log"))).unwrap());
+            .stderr(std::fs::File::create(&log).unwrap());
         if let Some(f) = faketime {
             cmd.env("LD_PRELOAD", FAKETIME_LIB)
                 .env("FAKETIME", f)
                 .env("FAKETIME_DONT_RESET", "1");
         }
-        cmd.spawn().expect("spawn tenure")
-    };
-    let logs = || {
-        ["leader", "follower"]
-            .iter()
-            .map(|id| std::fs::read_to_string(d.join(format!("{id}.log"))).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
+        common::Candidate {
+            child: cmd.spawn().expect("spawn tenure"),
+            log,
+        }
     };
     let mut first = spawn("leader", leader);
     wait_until("the first leader", Duration::from_secs(20), || {
         d.join("lead-leader").exists().then_some(())
     })
     .await;
-    let mut second = spawn("follower", follower);
+    let second = spawn("follower", follower);
     // The follower is registered (it has read the lease) before the kill, as
     // in a fleet.
-    let observer = tenure::store::connect(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let key = ElectionKey::new("default", election.clone());
-    let start = Instant::now();
-    while !observer
-        .members(&key)
-        .await
-        .unwrap_or_default()
-        .iter()
-        .any(|m| m.identity == "follower" && m.live)
-    {
+    common::wait_until_registered(&url, &election, "follower", || {
+        common::logs([&first, &second])
+    })
+    .await;
+    kill(Pid::from_raw(first.child.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = first.child.wait();
+    let killed = Instant::now();
+    while !d.join("lead-follower").exists() {
         assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{store}: the follower never registered:\n{}",
-            logs()
+            killed.elapsed() < Duration::from_secs(12),
+            "{store}: no successor 12 s after the leader was killed (clocks: leader {leader:?}, follower {follower:?}):\n{}",
+            common::logs([&first, &second])
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
-    let _ = first.wait();
-    let killed = Instant::now();
-    while !d.join("lead-follower").exists() {
-        if killed.elapsed() > Duration::from_secs(12) {
-            let _ = kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM);
-            let _ = second.wait();
-            panic!(
-                "{store}: no successor 12 s after the leader was killed (clocks: leader {leader:?}, follower {follower:?}):\n{}",
-                logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     eprintln!("{store}: successor after {:?}", killed.elapsed());
-    let _ = kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM);
-    let _ = second.wait();
     // The killed leader's guard stops its job at the lease's deadline.
-    let log = logs();
+    let log = common::logs([&first, &second]);
     assert!(!log.contains("is corrupt"), "{store}: {log}");
 }
 

@@ -119,6 +119,35 @@ pub fn serve(dir: &Path, nofile: Option<u32>, args: &[&str]) -> Serve {
     Serve { child, addr }
 }
 
+/// Waits (up to 20 s) until `identity` is a live member of `election`
+/// (namespace `default`) on `url`: a follower that has read the lease and
+/// registered. `context` (the candidates' logs) goes into the failure.
+pub async fn wait_until_registered(
+    url: &str,
+    election: &str,
+    identity: &str,
+    context: impl Fn() -> String,
+) {
+    use tenure::store::LeaseStoreExt;
+    let store = tenure::store::connect(url, &tenure::store::StoreOptions::default())
+        .await
+        .unwrap();
+    let key = tenure::store::ElectionKey::new("default", election);
+    let start = Instant::now();
+    loop {
+        let members = store.members(&key).await.unwrap_or_default();
+        if members.iter().any(|m| m.identity == identity && m.live) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{identity} never registered:\n{}",
+            context()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Polls `cond` every millisecond until it holds or `within` passes.
 pub async fn wait_until<T>(what: &str, within: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();

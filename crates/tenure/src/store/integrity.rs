@@ -100,19 +100,21 @@ pub(crate) fn check_lease(v: StoredLease) -> Result<(), String> {
     Ok(())
 }
 
-/// [`check_lease`] of a decoded record, for stores that keep unsigned
-/// values (etcd, ZooKeeper: their terms are the store's own revisions or
-/// versions, but TTLs, windows and state terms are stored JSON).
+/// [`check_lease`] of a decoded record, its times judged from `now_us`
+/// (a time of the clock that stamped its expiry), for stores that keep
+/// unsigned values (etcd, ZooKeeper: their terms are the store's own
+/// revisions or versions, but TTLs, windows and state terms are stored
+/// JSON).
 // Unused in builds without etcd or ZooKeeper.
 #[cfg_attr(not(any(feature = "etcd", feature = "zookeeper")), allow(dead_code))]
-pub(crate) fn check_record(rec: &crate::store::LeaseRecord) -> Result<(), String> {
+pub(crate) fn check_record(rec: &crate::store::LeaseRecord, now_us: i64) -> Result<(), String> {
     check_lease(StoredLease {
         term: i64::try_from(rec.term).unwrap_or(i64::MAX),
         version: 0,
         ttl_us: us(rec.ttl),
         held: rec.holder.is_some(),
         expires_us: rec.expires_at_us,
-        now_us: rec.read_at_us,
+        now_us,
         handover_until_us: rec.handover_until_us,
     })
 }

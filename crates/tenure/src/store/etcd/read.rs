@@ -202,7 +202,8 @@ impl Inner {
                 rec.handover_until_us = 0;
             }
         }
-        crate::store::check_record(&rec).map_err(|reason| self.corrupt(key, reason))?;
+        crate::store::check_record(&rec, rec.read_at_us)
+            .map_err(|reason| self.corrupt(key, reason))?;
         Ok(Some(rec))
     }
 

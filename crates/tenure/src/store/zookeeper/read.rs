@@ -191,11 +191,8 @@ impl Inner {
             .filter_map(|n| n.as_ref().map(|(_, s)| s.mtime.saturating_mul(1000)))
             .max()
             .unwrap_or(0);
-        let judged = LeaseRecord {
-            read_at_us: now_us.max(latest_stamp_us),
-            ..rec.clone()
-        };
-        crate::store::check_record(&judged).map_err(|reason| self.corrupt(key, reason))?;
+        crate::store::check_record(&rec, now_us.max(latest_stamp_us))
+            .map_err(|reason| self.corrupt(key, reason))?;
         Ok(Some(rec))
     }
 
