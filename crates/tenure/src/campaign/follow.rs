@@ -52,8 +52,9 @@ pub(super) struct FollowerState {
 /// which keeps an idle follower under a tenth of a statement per second.
 const RANK_REFRESH_TTLS: u32 = 12;
 
-/// How soon a follower that could not rank itself, as it has not registered
-/// yet (registering is one request, just after it starts), reads again.
+/// How soon a follower that could not rank itself, as it is not listed
+/// (registering is one request, just after it starts or its hold-off
+/// ends), reads again.
 const UNREGISTERED_RETRY: Duration = Duration::from_millis(100);
 
 /// Where a subscription holds a connection, this many followers listen:
@@ -69,7 +70,8 @@ enum Ranked {
     Same,
     /// It became the designated successor and subscribed.
     Listening,
-    /// It has not registered yet, so it cannot be ranked.
+    /// It is not listed (not registered yet, or out of the list for a
+    /// moment after a step-down), so it cannot be ranked.
     Unregistered,
 }
 
@@ -457,9 +459,14 @@ impl Campaign {
                 }
             }
         };
-        if self.shared.heartbeat_age() == Duration::MAX
-            && !members.iter().any(|m| m.holder == self.config.holder)
-        {
+        if !members.iter().any(|m| m.holder == self.config.holder) {
+            // Not listed (yet, or for now: the hold-off after a step-down):
+            // no place to rank. It may be the next transfer's target the
+            // moment it is listed, so it stays unranked, answering pushes
+            // at once (a delayed answer would hold up that transfer), and
+            // reads again soon to rank itself once listed.
+            self.follower.ranked = None;
+            self.listen(false);
             return Ok(Ranked::Unregistered);
         }
         let ttl = self.timing().ttl;
@@ -467,10 +474,16 @@ impl Campaign {
             .iter()
             .filter(|m| {
                 // As `succession_wait` finds the successor: not the holder,
-                // nor (the lease being free) the one who just let go.
+                // nor (the lease being free) the one who just let go. In a
+                // transfer window, ranked as if the target held the lease
+                // (it will in a moment): counting the target would put the
+                // one after it out of line, and a follower out of line
+                // answers pushes late, the target's acquisition among them,
+                // so a transfer to it next would wait for that answer.
                 m.is_fresh(r.read_at_us, ttl)
                     && Some(m.holder.as_str()) != r.holder.as_deref()
                     && (r.is_held() || Some(m.holder.as_str()) != r.previous_holder.as_deref())
+                    && Some(m.identity.as_str()) != r.transfer_target()
             })
             .position(|m| m.holder == self.config.holder);
         self.follower.ranked = Some((r.term, now));
