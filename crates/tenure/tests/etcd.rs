@@ -427,3 +427,90 @@ async fn a_quiet_watch_is_not_dropped_by_the_server() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// How many `method` calls etcd (member 0 of `server`) has answered, from
+/// its `/metrics`.
+async fn handled(server: &EtcdCluster, method: &str) -> u64 {
+    let addr = server.metrics_addr(0).parse().expect("metrics address");
+    let (_, body) = tenure_testsupport::http::get(addr, "/metrics").await;
+    body.lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_handled_total{")
+                && l.contains(&format!("grpc_method=\"{method}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// A member list of a fleet asks etcd which registrations' leases live in
+/// one request, not one lease TTL query per process: every follower reads
+/// the list after each change of hands, so a fleet of N processes made N²
+/// queries per hand-over (200 replicas: ~80,000, and etcd's reads then
+/// timed out). A registration whose lease is gone is still listed as not
+/// live, and the others as live and fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleets_member_list_asks_etcd_once_which_leases_live() {
+    use tenure::store::{ElectionKey, Member};
+
+    let Some(server) = EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    const PROCESSES: usize = 12;
+    let key = ElectionKey::new("fleet", "members");
+    let ttl = Duration::from_secs(10);
+    let mut stores = Vec::new();
+    for i in 0..PROCESSES {
+        // A store of its own per process: a process lease of its own.
+        let store = connect(&server.url(), &opts()).await.expect("store");
+        let member = Member {
+            key: key.clone(),
+            holder: format!("p{i:02}#1"),
+            metadata: String::new(),
+            priority: 0,
+        };
+        store.heartbeat(&member, ttl * 3).await.expect("heartbeat");
+        stores.push(store);
+    }
+    let before = handled(&server, "LeaseTimeToLive").await;
+    let members = stores[0].members(&key).await.expect("members");
+    let asked = handled(&server, "LeaseTimeToLive").await - before;
+    assert_eq!(members.len(), PROCESSES, "{members:?}");
+    let now_us = members[0].heartbeat_at_us.max(members[0].joined_at_us);
+    assert!(
+        members.iter().all(|m| m.live && m.is_fresh(now_us, ttl)),
+        "every registration live and fresh: {members:?}"
+    );
+    assert!(
+        asked <= 2,
+        "one member list of {PROCESSES} processes asked etcd for {asked} lease TTLs"
+    );
+
+    // The last process's lease is revoked: its registration is listed, not live.
+    let mut client =
+        etcd_client::Client::connect([server.url().replace("etcd://", "http://")], None)
+            .await
+            .expect("etcd client");
+    let listed = client
+        .get(
+            "tenure_/member/",
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .expect("member keys");
+    let last = format!("p{:02}", PROCESSES - 1);
+    let kv = listed
+        .kvs()
+        .iter()
+        .find(|kv| String::from_utf8_lossy(kv.key()).contains(&last))
+        .expect("the last registration's key");
+    let value: serde_json::Value = serde_json::from_slice(kv.value()).expect("member value");
+    let lease = value["lease"].as_i64().expect("the lease it names");
+    client.lease_revoke(lease).await.expect("revoke");
+    let members = stores[0].members(&key).await.expect("members");
+    let gone: Vec<&str> = members
+        .iter()
+        .filter(|m| !m.live)
+        .map(|m| m.identity.as_str())
+        .collect();
+    assert_eq!(gone, [last.as_str()], "{members:?}");
+}

@@ -1,11 +1,13 @@
 //! The process lease: one etcd lease per lease length, shared by every
 //! tenure and member registration of this store, kept alive in gathered rounds.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use futures_util::future::try_join_all;
 
 use super::errors::is_lease_not_found;
 use super::retry::retry;
@@ -23,6 +25,26 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) fn lease_secs(d: Duration) -> i64 {
     let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
     i64::try_from(s.max(1)).unwrap_or(i64::MAX)
+}
+
+/// Up to this many distinct leases named in a member list, each one's TTL
+/// is asked for (it dates the member's last heartbeat); above, one list of
+/// etcd's leases says which are alive. Every follower reads the member list
+/// after each change of hands, so one query per lease would make N² of them
+/// per hand-over in a fleet of N processes (200 replicas: ~80,000, and
+/// etcd's reads then timed out).
+pub(super) const LEASE_QUERIES_MAX: usize = 8;
+
+/// What etcd says of a lease a member registration names.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum LeaseLife {
+    /// Alive, with its remaining and granted TTL (whole seconds; etcd
+    /// rounds the remaining one down).
+    Left { left: Duration, granted: Duration },
+    /// Alive, its last keep-alive not dated: it was within its TTL.
+    Alive,
+    /// Expired or revoked, or none named.
+    Gone,
 }
 
 /// The outcome of a keep-alive round.
@@ -284,6 +306,42 @@ impl Inner {
     /// Remaining TTL of a lease, in whole seconds; `None` if it is gone.
     pub(super) async fn lease_ttl(&self, id: i64) -> Result<Option<Duration>> {
         Ok(self.lease_times(id).await?.map(|(left, _)| left))
+    }
+
+    /// What etcd says of each of the leases `ids` (distinct) that member
+    /// registrations name: up to [`LEASE_QUERIES_MAX`] leases, each one's
+    /// TTL, side by side (a follower reads the member list on its way to
+    /// a takeover); above, one list of etcd's live leases.
+    pub(super) async fn lease_lives(&self, ids: &[i64]) -> Result<HashMap<i64, LeaseLife>> {
+        if ids.len() <= LEASE_QUERIES_MAX {
+            let times = try_join_all(ids.iter().map(|&id| self.lease_times(id))).await?;
+            return Ok(ids
+                .iter()
+                .zip(times)
+                .map(|(&id, t)| {
+                    let life = match t {
+                        Some((left, granted)) => LeaseLife::Left { left, granted },
+                        None => LeaseLife::Gone,
+                    };
+                    (id, life)
+                })
+                .collect());
+        }
+        let c = self.client.clone();
+        let listed = retry(&c, |mut c| async move { c.leases().await })
+            .await
+            .map_err(|e| self.map_err(e))?;
+        let alive: HashSet<i64> = listed.leases().iter().map(|l| l.id()).collect();
+        Ok(ids
+            .iter()
+            .map(|&id| {
+                let life = match id != 0 && alive.contains(&id) {
+                    true => LeaseLife::Alive,
+                    false => LeaseLife::Gone,
+                };
+                (id, life)
+            })
+            .collect())
     }
 
     /// Remaining and granted TTL of a lease, in whole seconds (the remaining

@@ -1,14 +1,13 @@
 //! Member registrations: heartbeats on the process lease, leaving, listing
 //! in succession order, reaping lapsed ones.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::clock::{now_us, us};
 use super::keys::{seg, unseg};
-use super::lease::SECOND;
+use super::lease::{LeaseLife, SECOND};
 use super::retry::retry;
 use super::sweeper::HeldMember;
 use super::values::MemberValue;
@@ -234,15 +233,10 @@ impl Inner {
             };
             rows.push((kv.create_revision(), holder, v));
         }
-        // The leases' TTLs side by side, not one round trip after another:
-        // a follower reads the member list on its way to a takeover.
         let mut leases: Vec<i64> = rows.iter().map(|r| r.2.lease).collect();
         leases.sort_unstable();
         leases.dedup();
-        let times =
-            futures_util::future::try_join_all(leases.iter().map(|&l| self.lease_times(l))).await?;
-        let ttls: HashMap<i64, Option<(Duration, Duration)>> =
-            leases.into_iter().zip(times).collect();
+        let lives = self.lease_lives(&leases).await?;
         let now = now_us();
         rows.sort_by(|a, b| {
             b.2.priority
@@ -253,19 +247,25 @@ impl Inner {
         Ok(rows
             .into_iter()
             .map(|(_, holder, v)| {
-                let times = ttls.get(&v.lease).copied().flatten();
-                let left = times.map(|(left, _)| left);
                 // A heartbeat is a keep-alive of the lease the value names
                 // (the key is written only when that lease changes): the last
                 // one was granted − remaining ago by etcd's count. etcd rounds
                 // the remaining TTL down to whole seconds, so that overstates
                 // the age by up to a second: take the second off. (Only this
-                // reader's clock: the value's time is the writer's.)
-                let heartbeat_at_us = match times {
-                    Some((left, granted)) => {
-                        now - us(granted.saturating_sub(left).saturating_sub(SECOND))
-                    }
-                    None => v.heartbeat_at_us,
+                // reader's clock: the value's time is the writer's.) A live
+                // lease not dated (a fleet's list) counts as heard from now:
+                // it was kept alive within its TTL, so a crashed member is
+                // taken for fresh up to that TTL (three lease times) instead
+                // of two, which only costs a failover past it the grace.
+                let life = lives.get(&v.lease).copied().unwrap_or(LeaseLife::Gone);
+                let (heartbeat_at_us, expires_at_us, live) = match life {
+                    LeaseLife::Left { left, granted } => (
+                        now - us(granted.saturating_sub(left).saturating_sub(SECOND)),
+                        now + us(left),
+                        true,
+                    ),
+                    LeaseLife::Alive => (now, now + us(Duration::from_millis(v.ttl_ms)), true),
+                    LeaseLife::Gone => (v.heartbeat_at_us, v.heartbeat_at_us, false),
                 };
                 MemberRecord {
                     key: key.clone(),
@@ -275,8 +275,8 @@ impl Inner {
                     priority: v.priority,
                     joined_at_us: v.joined_at_us,
                     heartbeat_at_us,
-                    expires_at_us: left.map(|l| now + us(l)).unwrap_or(v.heartbeat_at_us),
-                    live: left.is_some(),
+                    expires_at_us,
+                    live,
                 }
             })
             .collect())
@@ -290,14 +290,21 @@ impl Inner {
             .call(0, self.member_prefix(key))
             .await?;
         let own = self.own_live_leases().await;
+        let named = |kv: &etcd_client::KeyValue| {
+            serde_json::from_slice::<MemberValue>(kv.value())
+                .map(|m| m.lease)
+                .unwrap_or(0)
+        };
+        // Registrations on this process's own live lease (the leader's
+        // own, usually) need no question to etcd.
+        let mut asked: Vec<i64> = kvs.iter().map(named).filter(|l| !own.contains(l)).collect();
+        asked.sort_unstable();
+        asked.dedup();
+        let lives = self.lease_lives(&asked).await?;
         let mut reaped = 0;
         for kv in &kvs {
-            let lease = serde_json::from_slice::<MemberValue>(kv.value())
-                .map(|m| m.lease)
-                .unwrap_or(0);
-            // Registrations on this process's own live lease (the leader's
-            // own, usually) need no question to etcd.
-            if own.contains(&lease) || self.lease_ttl(lease).await?.is_some() {
+            let lease = named(kv);
+            if own.contains(&lease) || !matches!(lives.get(&lease), Some(LeaseLife::Gone)) {
                 continue;
             }
             let txn = Txn::new()
