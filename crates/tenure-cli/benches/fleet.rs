@@ -242,11 +242,8 @@ async fn counters(url: &str, private: &Private) -> Option<Counters> {
     if url.starts_with("etcd") {
         let metrics = private.etcd.as_ref()?.metrics_addr(0).parse().ok()?;
         let (_, text) = tenure_testsupport::http::try_get(metrics, "/metrics").await?;
-        let received = text
-            .lines()
-            .filter(|l| l.starts_with("grpc_server_msg_received_total"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let received =
+            tenure_testsupport::etcd::sum_counter(&text, "grpc_server_msg_received_total", None);
         return Some(Counters {
             requests: received,
             opened: f64::NAN,

@@ -211,24 +211,14 @@ impl Counter {
                     .map_err(err)?;
                 let mut text = String::new();
                 s.read_to_string(&mut text).map_err(err)?;
-                let sum = |metric: &str| -> f64 {
-                    text.lines()
-                        .filter(|l| l.starts_with(metric))
-                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                        .sum()
-                };
+                use tenure_testsupport::etcd::sum_counter;
+                let sum = |metric: &str| sum_counter(&text, metric, None);
                 // Per method too: what an idle candidate sends, by kind.
-                let method = |m: &str| -> f64 {
-                    let tag = format!("grpc_method=\"{m}\"");
-                    text.lines()
-                        .filter(|l| l.starts_with("grpc_server_msg_received_total{"))
-                        .filter(|l| l.contains(&tag))
-                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                        .sum()
-                };
+                let method =
+                    |m: &str| sum_counter(&text, "grpc_server_msg_received_total", Some(m));
                 Ok(vec![
-                    ("msg_received", sum("grpc_server_msg_received_total{")),
-                    ("handled", sum("grpc_server_handled_total{")),
+                    ("msg_received", sum("grpc_server_msg_received_total")),
+                    ("handled", sum("grpc_server_handled_total")),
                     ("Txn", method("Txn")),
                     ("Range", method("Range")),
                     ("LeaseKeepAlive", method("LeaseKeepAlive")),

@@ -51,6 +51,28 @@ impl EtcdOptions {
     }
 }
 
+/// Sums a counter of etcd's Prometheus text (what [`EtcdCluster::metrics_addr`]
+/// serves at `/metrics`) over all its series, or over those of one gRPC
+/// method.
+///
+/// ```
+/// let text = "grpc_server_handled_total{grpc_method=\"Txn\",grpc_code=\"OK\"} 3\n\
+///             grpc_server_handled_total{grpc_method=\"Range\",grpc_code=\"OK\"} 4\n";
+/// use tenure_testsupport::etcd::sum_counter;
+/// assert_eq!(sum_counter(text, "grpc_server_handled_total", Some("Txn")), 3.0);
+/// assert_eq!(sum_counter(text, "grpc_server_handled_total", None), 7.0);
+/// ```
+pub fn sum_counter(metrics: &str, name: &str, grpc_method: Option<&str>) -> f64 {
+    let series = format!("{name}{{");
+    let method = grpc_method.map(|m| format!("grpc_method=\"{m}\""));
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&series))
+        .filter(|l| method.as_ref().is_none_or(|m| l.contains(m.as_str())))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// The etcd binary: `TENURE_ETCD_BIN`, else `etcd` on the `PATH`
 /// (Debian package `etcd-server`).
 pub fn binary() -> Option<PathBuf> {

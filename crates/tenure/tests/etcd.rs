@@ -433,13 +433,7 @@ async fn a_quiet_watch_is_not_dropped_by_the_server() {
 async fn handled(server: &EtcdCluster, method: &str) -> u64 {
     let addr = server.metrics_addr(0).parse().expect("metrics address");
     let (_, body) = tenure_testsupport::http::get(addr, "/metrics").await;
-    body.lines()
-        .filter(|l| {
-            l.starts_with("grpc_server_handled_total{")
-                && l.contains(&format!("grpc_method=\"{method}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    tenure_testsupport::etcd::sum_counter(&body, "grpc_server_handled_total", Some(method)) as u64
 }
 
 /// A member list of a fleet asks etcd which registrations' leases live in

@@ -303,8 +303,9 @@ impl Inner {
         let lives = self.lease_lives(&asked).await?;
         let mut reaped = 0;
         for kv in &kvs {
-            let lease = named(kv);
-            if own.contains(&lease) || !matches!(lives.get(&lease), Some(LeaseLife::Gone)) {
+            // Only a lease etcd said is gone is reaped; this process's own
+            // were not asked, so they are never.
+            if !matches!(lives.get(&named(kv)), Some(LeaseLife::Gone)) {
                 continue;
             }
             let txn = Txn::new()
