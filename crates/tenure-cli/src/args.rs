@@ -334,7 +334,10 @@ pub struct TransferArgs {
     /// Identity of the member to hand over to (see `tenure status`).
     #[arg(long, value_name = "IDENTITY")]
     pub to: String,
-    /// How long only the target may take over (default 10s); then anyone.
+    /// At most how long only the target may take over (default 10s); then
+    /// anyone. The leader ends it sooner, once a live target would have
+    /// taken over, so a target that just died does not hold the election
+    /// leaderless for the whole window.
     #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub window: Option<Duration>,
     /// How long to wait for the next leader before returning.

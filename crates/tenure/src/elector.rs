@@ -41,7 +41,9 @@ impl ElectorBuilder {
         self
     }
 
-    /// How long only the target may acquire after a transfer (default: the TTL).
+    /// How long only the target may acquire after a transfer (default: the
+    /// TTL). The leader shortens it to the time a live target needs to take
+    /// over (see [`handover::transfer`](crate::handover::transfer)).
     pub fn handover_window(mut self, window: Duration) -> Self {
         self.request.handover_window = Some(window);
         self

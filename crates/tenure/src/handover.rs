@@ -34,9 +34,9 @@ pub async fn resign(store: &DynStore, key: &ElectionKey) -> Result<LeaseRecord> 
         })
 }
 
-/// The longest window of a transfer: only the target may take over during it,
-/// so a target that dies right after the request holds the election
-/// leaderless that long.
+/// The longest window a transfer may ask for. The leader writes a shorter
+/// one when it steps down: no longer than a live target needs to take over
+/// (see [`transfer`]).
 pub const MAX_TRANSFER_WINDOW: Duration = Duration::from_secs(3600);
 
 /// Checks a transfer window: above zero and at most [`MAX_TRANSFER_WINDOW`].
@@ -83,6 +83,14 @@ pub fn check_transfer_target(identity: &str) -> Result<()> {
 /// Asks whoever leads `key` to hand over to `identity`, a live member with a
 /// fresh heartbeat, which alone may acquire for `window` (at most
 /// [`MAX_TRANSFER_WINDOW`]) after the leader stepped down.
+///
+/// The leader ends the window sooner: when it steps down it writes a window
+/// no longer than a live target needs to hear of the free lease and take
+/// it (a tenth of a TTL and a second where every follower hears the store's
+/// pushes; a TTL and a quarter plus half a second on PostgreSQL and MySQL,
+/// where a follower out of line reads only at the lease's expiry). A target
+/// that died after it was last heard from then holds the election
+/// leaderless that long at most, and succession goes on as after a release.
 pub async fn transfer(
     store: &DynStore,
     key: &ElectionKey,

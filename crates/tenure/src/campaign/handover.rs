@@ -23,6 +23,11 @@ use crate::error::{Error, Result};
 use crate::events::StopReason;
 use crate::store::{Handover, HandoverReason, LeaseRecord, LeaseStoreExt, Tenure};
 
+/// What a hand-over's target gets, beyond its wake-up, to read the lease
+/// and acquire it before the window ends (see
+/// `Campaign::target_takeover_bound`): a few round trips on a loaded store.
+const TAKEOVER_ROUND_TRIPS: Duration = Duration::from_millis(500);
+
 /// Where stepping down stands, from a leader's step-down to the end of the campaign.
 #[derive(Default)]
 pub(super) struct SteppingDown {
@@ -196,9 +201,32 @@ impl Campaign {
         if !self.work_stopped(tenure).await {
             return self.work_outlived_the_deadline(tenure).await;
         }
+        let window = window.min(self.target_takeover_bound());
         let result = self.hand_over_now(tenure, to, window, reason).await;
         let next = self.hold_off().await;
         (self.after_step_down(next), result)
+    }
+
+    /// The longest a hand-over window lasts, whatever was asked: the time a
+    /// live target needs to hear that the lease is free for it and take
+    /// it. A target that died after it was last heard from (the request
+    /// checks only that) then holds the election leaderless this long, not
+    /// for the whole window asked for; after it, succession goes on as
+    /// after a release. A live target's wake-up: where a follower reads at
+    /// the lease's expiry unless it is first in line (frugal followers), a
+    /// quarter of a TTL after a TTL since its last read (`wait_for`);
+    /// elsewhere the push, answered at once or after its push graces if
+    /// it is not first in line (`push_answer_delay`), or, while the push
+    /// channel is down, its next read within `push_down_poll`. Plus
+    /// [`TAKEOVER_ROUND_TRIPS`] for the read and the acquisition.
+    fn target_takeover_bound(&self) -> Duration {
+        let timing = self.timing();
+        let wake = if self.frugal {
+            timing.ttl + timing.ttl / 4
+        } else {
+            timing.push_down_poll + timing.push_succession_grace * 2
+        };
+        wake + TAKEOVER_ROUND_TRIPS
     }
 
     /// The work stops first, then the local step-down (no one acts as

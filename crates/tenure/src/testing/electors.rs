@@ -178,6 +178,72 @@ impl Conformance {
         }
     }
 
+    /// A transfer to a member that died just before (still listed and heard
+    /// from within two TTLs, so the request is accepted) does not leave the
+    /// election leaderless for the window the request asked for: the
+    /// leader writes a window no longer than a live target needs to wake
+    /// and take the lease, and then succession goes on as after a release.
+    pub async fn a_transfer_to_a_dead_target_ends_early(&self) {
+        let _turn = alone().await;
+        let key = self.key("dead-target");
+        let ttl = self.timing().await.ttl(Duration::from_secs(1));
+        let poll = Duration::from_millis(20);
+        let a = elector(self.store().await, &key, "a", ttl, poll);
+        let first = tokio::time::timeout(ttl * 5, a.acquired())
+            .await
+            .expect("a leads")
+            .expect("alive")
+            .term();
+        let frozen = Arc::new(Instrumented::new(self.store().await));
+        let b = elector(frozen.clone(), &key, "b", ttl, poll);
+        let c = elector(self.store().await, &key, "c", ttl, poll);
+        let store = self.store().await;
+        let listed = Instant::now();
+        loop {
+            let members = store.members(&key).await.expect("members");
+            let live = |id: &str| members.iter().any(|m| m.identity == id && m.live);
+            if live("b") && live("c") {
+                break;
+            }
+            assert!(
+                listed.elapsed() < ttl * 10,
+                "[{}] b and c never listed",
+                self.name
+            );
+            tokio::time::sleep(poll).await;
+        }
+        // b dies: from now on none of its calls reach the store.
+        frozen.set_hang(true);
+        let window = Duration::from_secs(30);
+        let asked = Instant::now();
+        crate::handover::transfer(&store, &key, "b", window)
+            .await
+            .unwrap_or_else(|e| panic!("[{}] b was heard from lately: {e}", self.name));
+        // A next tenure, of a or c (b's calls cannot reach the store).
+        while !store
+            .read(&key)
+            .await
+            .is_ok_and(|r| r.is_some_and(|r| r.is_held() && r.term > first))
+        {
+            assert!(
+                asked.elapsed() < window / 3,
+                "[{}] nobody led {:?} after a transfer to a dead member (window {window:?}, TTL {ttl:?})",
+                self.name,
+                asked.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        eprintln!(
+            "[{}] transfer to a dead member: led again after {:?}",
+            self.name,
+            asked.elapsed()
+        );
+        frozen.set_hang(false);
+        for e in [a, b, c] {
+            e.shutdown().await.expect("shutdown");
+        }
+    }
+
     /// `shutdown()` returns only once the end of the released term is in the
     /// history, read through another connection: a process that exits right
     /// after shutting down must not leave its last term open. Five runs, each
