@@ -140,6 +140,9 @@ pub struct World {
     faults: Mutex<Vec<Fault>>,
     /// The fenced resource's highest term.
     max_term: AtomicU64,
+    /// Work ticks at which the elector answered a term that the store's
+    /// own row did not grant (see `start`).
+    unbacked: Mutex<Vec<Unbacked>>,
     /// Tenures seen in renewals and releases, for replays.
     tenures: Mutex<Vec<Tenure>>,
     /// Every store call, when `SIM_DUMP` names a file (to find where two
@@ -187,6 +190,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 const ELECTION: &str = "sim";
+
+/// How late `lost()` may fire after its deadline in virtual time, read on
+/// the candidate's clock: one tick of tokio's timer (1 ms, to which it
+/// rounds every sleep up) on a clock running up to 1 % fast, and the
+/// clock's nanosecond rounding. Nothing else delays it: no thread waits
+/// for a core.
+const SIM_LOST_SLACK_MS: f64 = 1.02;
+
+/// A work tick at which a candidate's elector answered `term` while the
+/// store's row (`row`, as read then) did not name it, with that term,
+/// unexpired by the store's clock.
+#[derive(Debug)]
+struct Unbacked {
+    cand: String,
+    inc: u32,
+    term: u64,
+    t: u64,
+    row: String,
+}
 
 /// One running incarnation of a candidate.
 struct Proc {
@@ -244,6 +266,7 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
                 let mut deadline = l.deadline().unwrap_or_default();
                 loop {
                     if let Some(term) = e.term() {
+                        backed_by_the_row(&w, &e, &name, inc, term).await;
                         let max = w.max_term.fetch_max(term, Ordering::SeqCst);
                         lock(&w.writes).push(Write_ {
                             cand: name.clone(),
@@ -283,6 +306,29 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
         tasks: vec![task],
     });
     Ok(())
+}
+
+/// Checks the store's own row at a work tick where the elector answered
+/// `term`: it must name this elector's holder and that term, unexpired by
+/// the store's clock. Read from the shared store directly (no network, no
+/// virtual time passes), so this sees every tick, not only those a second
+/// candidate's write happens to overlap.
+async fn backed_by_the_row(w: &World, e: &Elector, cand: &str, inc: u32, term: u64) {
+    let Ok(row) = w.store.read(&ElectionKey::new("default", ELECTION)).await else {
+        return;
+    };
+    let backed = row.as_ref().is_some_and(|r| {
+        r.holder.as_deref() == Some(e.holder_id()) && r.term == term && !r.remaining.is_zero()
+    });
+    if !backed {
+        lock(&w.unbacked).push(Unbacked {
+            cand: cand.to_string(),
+            inc,
+            term,
+            t: w.now_ns(),
+            row: format!("{row:?}"),
+        });
+    }
 }
 
 /// A crash: no more calls, no more work, no release (requests already on
@@ -338,6 +384,7 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         store_down: AtomicBool::new(false),
         events: Mutex::new(Vec::new()),
         writes: Mutex::new(Vec::new()),
+        unbacked: Mutex::new(Vec::new()),
         faults: Mutex::new(Vec::new()),
         max_term: AtomicU64::new(0),
         tenures: Mutex::new(Vec::new()),
@@ -388,7 +435,31 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
     let events = std::mem::take(&mut *lock(&world.events));
     let writes = std::mem::take(&mut *lock(&world.writes));
     let faults = std::mem::take(&mut *lock(&world.faults));
-    let report = check_history(&events, &writes, ttl, start_ns, end_ns, &faults, seed);
+    let mut report = check_history(&events, &writes, ttl, start_ns, end_ns, &faults, seed);
+    // The checker allows real timers 100 ms of slack; virtual time has none
+    // beyond a tick of tokio's timer.
+    if report.max_lost_late_ms > SIM_LOST_SLACK_MS {
+        report.violations.push(crate::check::Violation {
+            check: "loss signal by the deadline",
+            message: format!(
+                "lost() fired {:.3} ms after the deadline in virtual time (at most {SIM_LOST_SLACK_MS} ms)",
+                report.max_lost_late_ms
+            ),
+            at_s: 0.0,
+            excerpt: Vec::new(),
+        });
+    }
+    for u in std::mem::take(&mut *lock(&world.unbacked)) {
+        report.violations.push(crate::check::Violation {
+            check: "leader's row",
+            message: format!(
+                "{}#{} acted as leader of term {} while the store's row did not grant it: {}",
+                u.cand, u.inc, u.term, u.row
+            ),
+            at_s: (u.t as f64 - start_ns as f64) / 1e9,
+            excerpt: Vec::new(),
+        });
+    }
     let mut by_kind = BTreeMap::new();
     for f in &faults {
         *by_kind.entry(f.kind.clone()).or_insert(0) += 1;
@@ -614,6 +685,8 @@ struct Sweep {
     faults: usize,
     acquisitions: usize,
     by_kind: BTreeMap<String, usize>,
+    /// The latest `lost()` fired after its deadline, in any seed (ms).
+    max_lost_late_ms: f64,
     /// The lowest seed that showed a violation.
     failed: Option<u64>,
     error: Option<std::io::Error>,
@@ -625,6 +698,7 @@ impl Sweep {
         self.runs += 1;
         self.faults += out.fault_count();
         self.acquisitions += out.report.acquisitions;
+        self.max_lost_late_ms = self.max_lost_late_ms.max(out.report.max_lost_late_ms);
         for (k, n) in &out.faults {
             *self.by_kind.entry(k.clone()).or_default() += n;
         }
@@ -699,6 +773,7 @@ pub fn main(cfg: SimArgs) -> ExitCode {
         faults,
         acquisitions,
         by_kind,
+        max_lost_late_ms,
         failed,
         error,
     } = sweep.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -716,6 +791,7 @@ pub fn main(cfg: SimArgs) -> ExitCode {
         faults as f64 * 60.0 / cpu.max(1e-9),
     );
     println!("faults by kind: {by_kind:?}");
+    println!("lost() fired at most {max_lost_late_ms:.3} ms after its deadline");
     match (expect, failed) {
         (false, None) => {
             println!("RESULT: ok, no violations");
