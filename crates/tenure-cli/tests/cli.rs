@@ -661,6 +661,9 @@ fn chaos_bugs_are_not_in_normal_builds() {
         "loss-on-failed-renew",
         "wall-clock",
         "whole-seconds",
+        "no-margin",
+        "deadline-after-reply",
+        "term-not-incremented",
     ] {
         let out = std::process::Command::new(common::BIN)
             .args(["run", "--store", &url, "--election", "e", "--", "true"])

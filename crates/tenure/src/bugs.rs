@@ -19,6 +19,15 @@ pub(crate) enum Bug {
     /// `loss-on-failed-renew`: leadership ends only when a renewal fails, not at
     /// the local deadline.
     LossOnFailedRenew,
+    /// `no-margin`: the local deadline is `t0 + ttl`: no drift allowance, no
+    /// margin.
+    NoMargin,
+    /// `deadline-after-reply`: the local deadline counts from the reply, not
+    /// from when the request was sent.
+    DeadlineAfterReply,
+    /// `term-not-incremented`: the memory store's acquisition keeps the
+    /// previous term (the simulation's store).
+    TermNotIncremented,
 }
 
 #[cfg(tenure_chaos_bugs)]
@@ -31,6 +40,9 @@ fn current() -> Option<Bug> {
             "whole-seconds" => Bug::WholeSeconds,
             "renew-unchecked" => Bug::RenewUnchecked,
             "loss-on-failed-renew" => Bug::LossOnFailedRenew,
+            "no-margin" => Bug::NoMargin,
+            "deadline-after-reply" => Bug::DeadlineAfterReply,
+            "term-not-incremented" => Bug::TermNotIncremented,
             _ => return None,
         };
         eprintln!(
@@ -70,6 +82,19 @@ pub(crate) fn stretch_deadline(deadline: std::time::Duration) -> std::time::Dura
         deadline + std::time::Duration::from_secs(1 << 31)
     } else {
         deadline
+    }
+}
+
+/// The deadline-after-reply bug's one hook: where a deadline counts from,
+/// given when the request was sent (`sent`) and when its reply came.
+pub(crate) fn deadline_start(
+    sent: std::time::Duration,
+    replied: std::time::Duration,
+) -> std::time::Duration {
+    if active(Bug::DeadlineAfterReply) {
+        replied
+    } else {
+        sent
     }
 }
 

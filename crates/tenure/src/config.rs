@@ -331,6 +331,9 @@ impl Timing {
     /// `t0 + ttl * (1 - drift) - margin`, where the margin is twice the
     /// observed round trip `rtt`, at least `min_margin`, at most ttl/4.
     pub(crate) fn deadline(&self, t0: Duration, rtt: Duration) -> Duration {
+        if crate::bugs::active(crate::bugs::Bug::NoMargin) {
+            return t0 + self.ttl;
+        }
         let margin = (rtt * 2).max(self.min_margin).min(self.ttl / 4);
         crate::bugs::stretch_deadline(t0 + self.ttl.mul_f64(1.0 - self.drift) - margin)
     }

@@ -101,7 +101,9 @@ impl Campaign {
         self.store_ok();
         let now = self.now();
         self.note_rtt(now.saturating_sub(t0));
-        let deadline = self.timing().deadline(t0, self.rtt);
+        let deadline = self
+            .timing()
+            .deadline(crate::bugs::deadline_start(t0, now), self.rtt);
         let tenure = self.tenure(rec.term);
         if now >= deadline {
             // The answer came too late to act on; give it back.

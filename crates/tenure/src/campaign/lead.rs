@@ -190,7 +190,8 @@ impl Campaign {
         reign.renew_failures = 0;
         self.note_rtt(self.now().saturating_sub(t0));
         crate::telemetry::renewed(&self.config.key, self.now().saturating_sub(t0));
-        reign.deadline = self.timing().deadline(t0, self.rtt);
+        let start = crate::bugs::deadline_start(t0, self.now());
+        reign.deadline = self.timing().deadline(start, self.rtt);
         self.shared.lead(reign.tenure.term, reign.deadline);
         reign.next_renew = self.timing().next_renewal(t0);
         self.reap_if_due(reign.led_since, t0);

@@ -224,7 +224,10 @@ impl MemoryStore {
         row.handover_reason.clear();
         row.holder = claim.holder.clone();
         row.metadata = claim.metadata.clone();
-        row.term += 1;
+        // The term-not-incremented bug keeps a row's term after its first.
+        if row.term == 0 || !crate::bugs::active(crate::bugs::Bug::TermNotIncremented) {
+            row.term += 1;
+        }
         row.version += 1;
         row.ttl_us = us(claim.ttl);
         row.acquired_us = now;
