@@ -14,6 +14,7 @@
 //! harness's checker ([`crate::check::check_history`]). See docs/chaos.md.
 
 mod clock;
+mod push;
 mod store;
 
 use std::collections::BTreeMap;
@@ -140,6 +141,11 @@ pub struct World {
     faults: Mutex<Vec<Fault>>,
     /// The fenced resource's highest term.
     max_term: AtomicU64,
+    /// Whether this seed's store pushes changes (even seeds; odd seeds'
+    /// followers poll, as where nothing pushes).
+    push: bool,
+    /// The candidates' push channels (see `push`).
+    subscribers: Mutex<Vec<push::Subscriber>>,
     /// Work ticks at which the elector answered a term that the store's
     /// own row did not grant (see `start`).
     unbacked: Mutex<Vec<Unbacked>>,
@@ -233,11 +239,21 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
     let origin = Duration::from_secs(world.rng().gen_range(1..1_000_000));
     let clock = SimClock::new(origin, slot.rate);
     let net = Arc::new(Net::default());
+    let push = world.push.then(|| {
+        let (tx, _) = tokio::sync::broadcast::channel(push::CHANNEL_CAPACITY);
+        world.subscribe(push::Subscriber {
+            cand: slot.name.clone(),
+            net: net.clone(),
+            tx: tx.clone(),
+        });
+        tx
+    });
     let store = FaultyStore {
         world: world.clone(),
         inner: Arc::new(world.store.client_view(Arc::new(clock.clone()))),
         net: net.clone(),
         cand: slot.name.clone(),
+        push,
     };
     let elector = Elector::builder(Arc::new(store) as Arc<dyn LeaseStore>)
         .election(ELECTION)
@@ -385,6 +401,8 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         events: Mutex::new(Vec::new()),
         writes: Mutex::new(Vec::new()),
         unbacked: Mutex::new(Vec::new()),
+        push: seed % 2 == 0,
+        subscribers: Mutex::new(Vec::new()),
         faults: Mutex::new(Vec::new()),
         max_term: AtomicU64::new(0),
         tenures: Mutex::new(Vec::new()),

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::store::{History, LeaseStoreExt, Membership};
+use tenure::store::{History, LeaseStoreExt, Membership, PushHealth, Wakeups};
 
 use async_trait::async_trait;
 use tenure::store::memory::MemoryStore;
@@ -78,6 +78,8 @@ pub struct FaultyStore {
     pub inner: Arc<MemoryStore>,
     pub net: Arc<Net>,
     pub cand: String,
+    /// This incarnation's push channel, where the seed's store pushes.
+    pub push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
 }
 
 /// What happens to one call.
@@ -204,7 +206,14 @@ impl FaultyStore {
 #[async_trait]
 impl LeaseStore for FaultyStore {
     fn capabilities(&self) -> Capabilities {
-        self.world.store.capabilities()
+        let mut caps = self.world.store.capabilities();
+        caps.push = self.push.is_some();
+        caps.push_acquisitions = self.push.is_some();
+        caps
+    }
+
+    fn wakeups(&self) -> Option<&dyn Wakeups> {
+        self.push.as_ref().map(|_| self as &dyn Wakeups)
     }
 
     fn describe(&self) -> String {
@@ -216,9 +225,15 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
-        let claim = claim.clone();
-        self.call(move |s| async move { s.try_acquire(&claim).await })
-            .await
+        let (claim, world) = (claim.clone(), self.world.clone());
+        self.call(move |s| async move {
+            let r = s.try_acquire(&claim).await;
+            if matches!(r, Ok(Acquire::Acquired(_))) {
+                world.announce(&claim.key);
+            }
+            r
+        })
+        .await
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
@@ -230,9 +245,15 @@ impl LeaseStore for FaultyStore {
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         self.world.remember(tenure);
-        let tenure = tenure.clone();
-        self.call(move |s| async move { s.release(&tenure).await })
-            .await
+        let (tenure, world) = (tenure.clone(), self.world.clone());
+        self.call(move |s| async move {
+            let r = s.release(&tenure).await;
+            if matches!(r, Ok(true)) {
+                world.announce(&tenure.key);
+            }
+            r
+        })
+        .await
     }
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
@@ -253,9 +274,15 @@ impl LeaseStore for FaultyStore {
         window: Duration,
         reason: HandoverReason,
     ) -> Result<bool> {
-        let (tenure, to) = (tenure.clone(), to.clone());
-        self.call(move |s| async move { s.hand_over(&tenure, &to, window, reason).await })
-            .await
+        let (tenure, to, world) = (tenure.clone(), to.clone(), self.world.clone());
+        self.call(move |s| async move {
+            let r = s.hand_over(&tenure, &to, window, reason).await;
+            if matches!(r, Ok(true)) {
+                world.announce(&tenure.key);
+            }
+            r
+        })
+        .await
     }
 
     async fn request_handover(
@@ -265,15 +292,27 @@ impl LeaseStore for FaultyStore {
         window: Duration,
         reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
-        let (key, to) = (key.clone(), to.clone());
-        self.call(move |s| async move { s.request_handover(&key, &to, window, reason).await })
-            .await
+        let (key, to, world) = (key.clone(), to.clone(), self.world.clone());
+        self.call(move |s| async move {
+            let r = s.request_handover(&key, &to, window, reason).await;
+            if matches!(r, Ok(Some(_))) {
+                world.announce(&key);
+            }
+            r
+        })
+        .await
     }
 
     async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
-        let (tenure, metadata) = (tenure.clone(), metadata.to_string());
-        self.call(move |s| async move { s.proclaim(&tenure, &metadata).await })
-            .await
+        let (tenure, metadata, world) = (tenure.clone(), metadata.to_string(), self.world.clone());
+        self.call(move |s| async move {
+            let r = s.proclaim(&tenure, &metadata).await;
+            if matches!(r, Ok(true)) {
+                world.announce(&tenure.key);
+            }
+            r
+        })
+        .await
     }
 
     fn membership(&self) -> Option<&dyn Membership> {
@@ -358,5 +397,17 @@ impl RunRecords for FaultyStore {
         let key = key.clone();
         self.call(move |s| async move { RunRecords::list(&*s, &key, limit).await })
             .await
+    }
+}
+
+impl Wakeups for FaultyStore {
+    fn subscribe(&self) -> Option<tenure::store::Changes> {
+        self.push.as_ref().map(|tx| tx.subscribe())
+    }
+
+    fn push_health(&self) -> PushHealth {
+        PushHealth::Unreported {
+            channel: "simulated push".into(),
+        }
     }
 }

@@ -1,0 +1,119 @@
+//! Pushed change notifications in the simulation, as the stores' push
+//! channels deliver them (LISTEN/NOTIFY, pub/sub, watches): every change
+//! that applies (an acquisition, a release, a hand-over, a hand-over
+//! request, a proclaim) is announced to every live candidate's channel,
+//! each delivery on its own fate: at once, delayed up to 1.2 TTL, dropped,
+//! or delivered twice. A partitioned candidate's channel is broken: it
+//! hears nothing, then "anything may have changed" (`None`) once the
+//! partition heals, as a store's reconnecting channel says. A paused one
+//! reads what was sent when it runs again.
+//!
+//! Push never decides anything: every wake-up is followed by a read, so
+//! what this exercises is the campaign's push paths (the pushed read, the
+//! member read after a push, answering pushes late when out of line) under
+//! lost, late and repeated notifications.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rand::Rng;
+use tenure::store::ElectionKey;
+use tokio::sync::broadcast;
+
+use super::store::Net;
+use super::{lock, World};
+
+/// How many notifications a candidate's channel holds unread; beyond that
+/// its receiver lags, which the campaign treats as "anything may have
+/// changed".
+pub const CHANNEL_CAPACITY: usize = 64;
+
+/// One candidate incarnation's end of the push channel.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    pub cand: String,
+    pub net: Arc<Net>,
+    pub tx: broadcast::Sender<Option<ElectionKey>>,
+}
+
+/// What happens to one delivery.
+enum Fate {
+    Now,
+    Dropped,
+    Delayed(std::time::Duration),
+    Twice,
+}
+
+impl World {
+    /// Registers a candidate incarnation's channel.
+    pub fn subscribe(&self, sub: Subscriber) {
+        lock(&self.subscribers).push(sub);
+    }
+
+    /// Announces a change of `key` that just applied to every live
+    /// candidate, each delivery on its own fate.
+    pub fn announce(self: &Arc<Self>, key: &ElectionKey) {
+        if !self.push {
+            return;
+        }
+        let subs: Vec<Subscriber> = {
+            let mut subs = lock(&self.subscribers);
+            subs.retain(|s| !s.net.dead.load(Ordering::SeqCst));
+            subs.clone()
+        };
+        let t = self.now_ns();
+        for sub in subs {
+            if sub.net.partitioned.get() {
+                // The channel is broken: the candidate hears that it
+                // reopened, not what it missed.
+                tokio::spawn(async move {
+                    sub.net.partitioned.until(false).await;
+                    if !sub.net.dead.load(Ordering::SeqCst) {
+                        let _ = sub.tx.send(None);
+                    }
+                });
+                continue;
+            }
+            let fate = self.push_fate();
+            let kind = match fate {
+                Fate::Now => {
+                    let _ = sub.tx.send(Some(key.clone()));
+                    continue;
+                }
+                Fate::Dropped => "push-dropped",
+                Fate::Twice => {
+                    let _ = sub.tx.send(Some(key.clone()));
+                    let _ = sub.tx.send(Some(key.clone()));
+                    "push-twice"
+                }
+                Fate::Delayed(d) => {
+                    let key = key.clone();
+                    let tx = sub.tx.clone();
+                    let net = sub.net.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(d).await;
+                        if !net.dead.load(Ordering::SeqCst) && !net.partitioned.get() {
+                            let _ = tx.send(Some(key));
+                        }
+                    });
+                    "push-delayed"
+                }
+            };
+            self.record_fault(kind, &sub.cand, t, t, String::new());
+        }
+    }
+
+    fn push_fate(&self) -> Fate {
+        let p = self.cfg.call_fault_rate;
+        let ttl = self.cfg.ttl;
+        let mut rng = self.rng();
+        if !rng.gen_bool(p) {
+            return Fate::Now;
+        }
+        match rng.gen_range(0..3) {
+            0 => Fate::Dropped,
+            1 => Fate::Delayed(ttl.mul_f64(rng.gen_range(0.0..1.2))),
+            _ => Fate::Twice,
+        }
+    }
+}
