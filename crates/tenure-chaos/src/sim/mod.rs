@@ -644,6 +644,9 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             tokio::spawn(async move {
                 tokio::time::sleep(span).await;
                 w.store_down.store(false, Ordering::SeqCst);
+                // Back as after a restart, with every committed write: the
+                // push channels reopen.
+                w.reopen_channels();
             });
             world.record_fault(
                 "store-down",

@@ -6,7 +6,9 @@
 //! or delivered twice. A partitioned candidate's channel is broken: it
 //! hears nothing, then "anything may have changed" (`None`) once the
 //! partition heals, as a store's reconnecting channel says. A paused one
-//! reads what was sent when it runs again.
+//! reads what was sent when it runs again. A store outage (a restart that
+//! keeps every committed write) breaks every channel; each reopens with
+//! "anything may have changed" when the store is back.
 //!
 //! Push never decides anything: every wake-up is followed by a read, so
 //! what this exercises is the campaign's push paths (the pushed read, the
@@ -61,17 +63,15 @@ impl World {
             subs.retain(|s| !s.net.dead.load(Ordering::SeqCst));
             subs.clone()
         };
+        // A request that was on the wire lands while the store is down
+        // (restarting): the channels are broken, and reopen after it.
+        if self.store_down.load(Ordering::SeqCst) {
+            return;
+        }
         let t = self.now_ns();
         for sub in subs {
             if sub.net.partitioned.get() {
-                // The channel is broken: the candidate hears that it
-                // reopened, not what it missed.
-                tokio::spawn(async move {
-                    sub.net.partitioned.until(false).await;
-                    if !sub.net.dead.load(Ordering::SeqCst) {
-                        let _ = sub.tx.send(None);
-                    }
-                });
+                reopen_after_partition(sub);
                 continue;
             }
             let fate = self.push_fate();
@@ -103,6 +103,25 @@ impl World {
         }
     }
 
+    /// After a store outage (a restart keeps every committed write): each
+    /// live candidate's channel reopens with "anything may have changed".
+    pub fn reopen_channels(&self) {
+        if !self.push {
+            return;
+        }
+        let subs: Vec<Subscriber> = lock(&self.subscribers).clone();
+        for sub in subs {
+            if sub.net.dead.load(Ordering::SeqCst) {
+                continue;
+            }
+            if sub.net.partitioned.get() {
+                reopen_after_partition(sub);
+            } else {
+                let _ = sub.tx.send(None);
+            }
+        }
+    }
+
     fn push_fate(&self) -> Fate {
         let p = self.cfg.call_fault_rate;
         let ttl = self.cfg.ttl;
@@ -116,4 +135,15 @@ impl World {
             _ => Fate::Twice,
         }
     }
+}
+
+/// A partitioned candidate's channel is broken: it hears that the channel
+/// reopened once the partition heals, not what it missed.
+fn reopen_after_partition(sub: Subscriber) {
+    tokio::spawn(async move {
+        sub.net.partitioned.until(false).await;
+        if !sub.net.dead.load(Ordering::SeqCst) {
+            let _ = sub.tx.send(None);
+        }
+    });
 }
