@@ -151,7 +151,7 @@ impl Config {
                 ),
             ));
         }
-        let handover_window = request.handover_window.unwrap_or(ttl);
+        let handover_window = request.handover_window.unwrap_or(MAX_TTL);
         if handover_window.is_zero() || handover_window > MAX_TTL {
             return Err(Error::config(
                 "handover window",
@@ -199,7 +199,10 @@ pub(crate) struct Timing {
     pub drift: f64,
     /// The smallest margin subtracted from a local deadline.
     pub min_margin: Duration,
-    /// How long only the target may acquire after a transfer or preemption.
+    /// At most how long only the target may acquire after this leader's own
+    /// transfer or preemption: the builder's setting, else [`MAX_TTL`], so
+    /// that the leader's own bound (a live target's wake-up,
+    /// `Campaign::target_takeover_bound`) decides.
     pub handover_window: Duration,
     /// How long a tenure lasts before the leader hands over to a live member
     /// of higher priority; `None`: never.
@@ -302,7 +305,7 @@ impl Timing {
             push_down_poll: (ttl / 10).max(poll_period),
             drift,
             min_margin: MIN_MARGIN,
-            handover_window: ttl,
+            handover_window: MAX_TTL,
             preempt_after: None,
             call_budget: (ttl / 2).max(Duration::from_millis(50)),
             leader_read_timeout: ttl / 4,
@@ -665,7 +668,7 @@ mod tests {
             push_down_poll: MS(1_000),
             drift: 0.01,
             min_margin: MS(50),
-            handover_window: MS(10_000),
+            handover_window: MAX_TTL,
             preempt_after: None,
             call_budget: MS(5_000),
             leader_read_timeout: MS(2_500),

@@ -41,9 +41,12 @@ impl ElectorBuilder {
         self
     }
 
-    /// How long only the target may acquire after a transfer (default: the
-    /// TTL). The leader shortens it to the time a live target needs to take
-    /// over (see [`handover::transfer`](crate::handover::transfer)).
+    /// At most how long only the target may acquire after a transfer or a
+    /// preemption. By default, and never longer than, the time a live
+    /// target needs to take over (see
+    /// [`handover::transfer`](crate::handover::transfer)): a member that
+    /// reads only at the lease's expiry (PostgreSQL and MySQL followers
+    /// out of line) may need more than a TTL.
     pub fn handover_window(mut self, window: Duration) -> Self {
         self.request.handover_window = Some(window);
         self

@@ -178,6 +178,90 @@ impl Conformance {
         }
     }
 
+    /// `Elector::transfer` to a member third in line, where followers out
+    /// of line read only at the lease's expiry (PostgreSQL, MySQL: their
+    /// next read can be a TTL and a quarter away), reaches it: the window
+    /// the leader writes by default lasts until such a member has read.
+    /// The transfer is asked just after the target's read, when its next
+    /// one is furthest off. Elsewhere every follower hears the push.
+    pub async fn a_transfer_reaches_a_member_that_reads_at_the_expiry(&self) {
+        let _turn = alone().await;
+        let caps = self.store().await.capabilities();
+        if !((caps.push && caps.push_holds_a_connection) || caps.reads_at_expiry) {
+            return;
+        }
+        let key = self.key("out-of-line-target");
+        let ttl = self.timing().await.ttl(Duration::from_secs(1));
+        let poll = Duration::from_millis(20);
+        let a = elector(self.store().await, &key, "a", ttl, poll);
+        tokio::time::timeout(ttl * 5, a.acquired())
+            .await
+            .expect("a leads")
+            .expect("alive");
+        // Joined in this order, b and c are first in line, d third.
+        let mut electors = vec![a];
+        let store = self.store().await;
+        for id in ["b", "c"] {
+            electors.push(elector(self.store().await, &key, id, ttl, poll));
+            let listed = Instant::now();
+            while !store
+                .members(&key)
+                .await
+                .is_ok_and(|m| m.iter().any(|m| m.identity == id && m.live))
+            {
+                assert!(
+                    listed.elapsed() < ttl * 10,
+                    "[{}] {id} never listed",
+                    self.name
+                );
+                tokio::time::sleep(poll).await;
+            }
+        }
+        let counting = Arc::new(Instrumented::new(self.store().await));
+        let d = elector(counting.clone(), &key, "d", ttl, poll);
+        let reads = || counting.calls(Op::Read) + counting.calls(Op::HeartbeatAndRead);
+        // Settled: listed, ranked, reading about once a TTL.
+        tokio::time::sleep(ttl * 3).await;
+        let before = reads();
+        let waited = Instant::now();
+        while reads() == before {
+            assert!(waited.elapsed() < ttl * 3, "[{}] d never read", self.name);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let asked = Instant::now();
+        electors[0]
+            .transfer("d")
+            .await
+            .unwrap_or_else(|e| panic!("[{}] transfer to d: {e}", self.name));
+        let mut next = store.read(&key).await.expect("read");
+        while !next.as_ref().is_some_and(|r| r.is_held()) {
+            assert!(
+                asked.elapsed() < ttl * 5,
+                "[{}] nobody led after the transfer",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            next = store.read(&key).await.expect("read");
+        }
+        let holder = next.and_then(|r| r.holder).unwrap_or_default();
+        assert_eq!(
+            crate::store::identity_of(&holder),
+            "d",
+            "[{}] the transfer to d went to {holder} after {:?} (TTL {ttl:?})",
+            self.name,
+            asked.elapsed()
+        );
+        eprintln!(
+            "[{}] transfer to a member out of line: it led after {:?}",
+            self.name,
+            asked.elapsed()
+        );
+        electors.push(d);
+        for e in electors {
+            e.shutdown().await.expect("shutdown");
+        }
+    }
+
     /// A transfer to a member that died just before (still listed and heard
     /// from within two TTLs, so the request is accepted) does not leave the
     /// election leaderless for the window the request asked for: the

@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             elector_handover_on_shutdown,
             transfers_in_a_row_reach_their_targets,
             a_transfer_to_a_dead_target_ends_early,
+            a_transfer_reaches_a_member_that_reads_at_the_expiry,
             shutdown_closes_the_term_before_returning,
             names_are_exact,
             push_wakes_followers_on_release,
