@@ -55,7 +55,9 @@ impl World {
     /// Announces a change of `key` that just applied to every live
     /// candidate, each delivery on its own fate.
     pub fn announce(self: &Arc<Self>, key: &ElectionKey) {
-        if !self.push {
+        // A request that was on the wire lands while the store is down
+        // (restarting): the channels are broken, and reopen after it.
+        if !self.push || self.store_down.load(Ordering::SeqCst) {
             return;
         }
         let subs: Vec<Subscriber> = {
@@ -63,11 +65,6 @@ impl World {
             subs.retain(|s| !s.net.dead.load(Ordering::SeqCst));
             subs.clone()
         };
-        // A request that was on the wire lands while the store is down
-        // (restarting): the channels are broken, and reopen after it.
-        if self.store_down.load(Ordering::SeqCst) {
-            return;
-        }
         let t = self.now_ns();
         for sub in subs {
             if sub.net.partitioned.get() {

@@ -201,6 +201,31 @@ impl FaultyStore {
         }
         result
     }
+
+    /// A write through the simulated process and link ([`Self::call`])
+    /// that, where it applies (`applied` says of its answer), is announced
+    /// on the push channels, from the store's side: a write whose reply is
+    /// lost, or that lands late, is announced all the same.
+    async fn write<T, Fut>(
+        &self,
+        key: &ElectionKey,
+        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
+        applied: fn(&T) -> bool,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (key, world) = (key.clone(), self.world.clone());
+        self.call(move |s| async move {
+            let r = f(s).await;
+            if r.as_ref().is_ok_and(applied) {
+                world.announce(&key);
+            }
+            r
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -225,14 +250,13 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
-        let (claim, world) = (claim.clone(), self.world.clone());
-        self.call(move |s| async move {
-            let r = s.try_acquire(&claim).await;
-            if matches!(r, Ok(Acquire::Acquired(_))) {
-                world.announce(&claim.key);
-            }
-            r
-        })
+        let claim = claim.clone();
+        let key = claim.key.clone();
+        self.write(
+            &key,
+            move |s| async move { s.try_acquire(&claim).await },
+            |r| matches!(r, Acquire::Acquired(_)),
+        )
         .await
     }
 
@@ -245,14 +269,13 @@ impl LeaseStore for FaultyStore {
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
         self.world.remember(tenure);
-        let (tenure, world) = (tenure.clone(), self.world.clone());
-        self.call(move |s| async move {
-            let r = s.release(&tenure).await;
-            if matches!(r, Ok(true)) {
-                world.announce(&tenure.key);
-            }
-            r
-        })
+        let tenure = tenure.clone();
+        let key = tenure.key.clone();
+        self.write(
+            &key,
+            move |s| async move { s.release(&tenure).await },
+            |&r| r,
+        )
         .await
     }
 
@@ -274,15 +297,12 @@ impl LeaseStore for FaultyStore {
         window: Duration,
         reason: HandoverReason,
     ) -> Result<bool> {
-        let (tenure, to, world) = (tenure.clone(), to.clone(), self.world.clone());
-        self.call(move |s| async move {
-            let r = s.hand_over(&tenure, &to, window, reason).await;
-            if matches!(r, Ok(true)) {
-                world.announce(&tenure.key);
-            }
-            r
-        })
-        .await
+        let (tenure, to) = (tenure.clone(), to.clone());
+        let key = tenure.key.clone();
+        let hand_over = move |s: Arc<MemoryStore>| async move {
+            s.hand_over(&tenure, &to, window, reason).await
+        };
+        self.write(&key, hand_over, |&r| r).await
     }
 
     async fn request_handover(
@@ -292,26 +312,21 @@ impl LeaseStore for FaultyStore {
         window: Duration,
         reason: HandoverReason,
     ) -> Result<Option<LeaseRecord>> {
-        let (key, to, world) = (key.clone(), to.clone(), self.world.clone());
-        self.call(move |s| async move {
-            let r = s.request_handover(&key, &to, window, reason).await;
-            if matches!(r, Ok(Some(_))) {
-                world.announce(&key);
-            }
-            r
-        })
-        .await
+        let (asked, to) = (key.clone(), to.clone());
+        let request = move |s: Arc<MemoryStore>| async move {
+            s.request_handover(&asked, &to, window, reason).await
+        };
+        self.write(key, request, Option::is_some).await
     }
 
     async fn proclaim(&self, tenure: &Tenure, metadata: &str) -> Result<bool> {
-        let (tenure, metadata, world) = (tenure.clone(), metadata.to_string(), self.world.clone());
-        self.call(move |s| async move {
-            let r = s.proclaim(&tenure, &metadata).await;
-            if matches!(r, Ok(true)) {
-                world.announce(&tenure.key);
-            }
-            r
-        })
+        let (tenure, metadata) = (tenure.clone(), metadata.to_string());
+        let key = tenure.key.clone();
+        self.write(
+            &key,
+            move |s| async move { s.proclaim(&tenure, &metadata).await },
+            |&r| r,
+        )
         .await
     }
 
