@@ -308,11 +308,17 @@ impl Inner {
         Ok(self.lease_times(id).await?.map(|(left, _)| left))
     }
 
-    /// What etcd says of each of the leases `ids` (distinct) that member
-    /// registrations name: up to [`LEASE_QUERIES_MAX`] leases, each one's
-    /// TTL, side by side (a follower reads the member list on its way to
-    /// a takeover); above, one list of etcd's live leases.
-    pub(super) async fn lease_lives(&self, ids: &[i64]) -> Result<HashMap<i64, LeaseLife>> {
+    /// What etcd says of each of the leases `ids` that member registrations
+    /// name (each asked once): up to [`LEASE_QUERIES_MAX`] distinct leases,
+    /// each one's TTL, side by side (a follower reads the member list on
+    /// its way to a takeover); above, one list of etcd's live leases.
+    pub(super) async fn lease_lives(
+        &self,
+        ids: impl IntoIterator<Item = i64>,
+    ) -> Result<HashMap<i64, LeaseLife>> {
+        let mut ids: Vec<i64> = ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
         if ids.len() <= LEASE_QUERIES_MAX {
             let times = try_join_all(ids.iter().map(|&id| self.lease_times(id))).await?;
             return Ok(ids

@@ -233,10 +233,7 @@ impl Inner {
             };
             rows.push((kv.create_revision(), holder, v));
         }
-        let mut leases: Vec<i64> = rows.iter().map(|r| r.2.lease).collect();
-        leases.sort_unstable();
-        leases.dedup();
-        let lives = self.lease_lives(&leases).await?;
+        let lives = self.lease_lives(rows.iter().map(|r| r.2.lease)).await?;
         let now = now_us();
         rows.sort_by(|a, b| {
             b.2.priority
@@ -290,22 +287,24 @@ impl Inner {
             .call(0, self.member_prefix(key))
             .await?;
         let own = self.own_live_leases().await;
-        let named = |kv: &etcd_client::KeyValue| {
-            serde_json::from_slice::<MemberValue>(kv.value())
-                .map(|m| m.lease)
-                .unwrap_or(0)
-        };
+        let named: Vec<(&etcd_client::KeyValue, i64)> = kvs
+            .iter()
+            .map(|kv| {
+                let lease = serde_json::from_slice::<MemberValue>(kv.value())
+                    .map(|m| m.lease)
+                    .unwrap_or(0);
+                (kv, lease)
+            })
+            .collect();
         // Registrations on this process's own live lease (the leader's
         // own, usually) need no question to etcd.
-        let mut asked: Vec<i64> = kvs.iter().map(named).filter(|l| !own.contains(l)).collect();
-        asked.sort_unstable();
-        asked.dedup();
-        let lives = self.lease_lives(&asked).await?;
+        let asked = named.iter().map(|&(_, l)| l).filter(|l| !own.contains(l));
+        let lives = self.lease_lives(asked).await?;
         let mut reaped = 0;
-        for kv in &kvs {
+        for (kv, lease) in named {
             // Only a lease etcd said is gone is reaped; this process's own
             // were not asked, so they are never.
-            if !matches!(lives.get(&named(kv)), Some(LeaseLife::Gone)) {
+            if !matches!(lives.get(&lease), Some(LeaseLife::Gone)) {
                 continue;
             }
             let txn = Txn::new()
