@@ -136,17 +136,7 @@ async fn one_process_lease_and_one_keep_alive_for_many_elections() {
             .expect("leads")
             .expect("alive");
     }
-    let mut client =
-        etcd_client::Client::connect([server.url().replace("etcd://", "http://")], None)
-            .await
-            .expect("etcd client");
-    let keys = client
-        .get(
-            "tenure_/lease/",
-            Some(etcd_client::GetOptions::new().with_prefix()),
-        )
-        .await
-        .expect("lease keys");
+    let (mut client, keys) = keys_under(&server, "tenure_/lease/").await;
     assert_eq!(keys.kvs().len(), 20);
     let on: std::collections::BTreeSet<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
     assert_eq!(on.len(), 1, "all 20 lease keys on one etcd lease: {on:?}");
@@ -428,6 +418,22 @@ async fn a_quiet_watch_is_not_dropped_by_the_server() {
     }
 }
 
+/// A plain etcd client of `server`, and the keys under `prefix` as it reads them.
+async fn keys_under(
+    server: &EtcdCluster,
+    prefix: &str,
+) -> (etcd_client::Client, etcd_client::GetResponse) {
+    let mut client =
+        etcd_client::Client::connect([server.url().replace("etcd://", "http://")], None)
+            .await
+            .expect("etcd client");
+    let keys = client
+        .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .expect("keys under the prefix");
+    (client, keys)
+}
+
 /// How many `method` calls etcd (member 0 of `server`) has answered, from
 /// its `/metrics`.
 async fn handled(server: &EtcdCluster, method: &str) -> u64 {
@@ -480,17 +486,7 @@ async fn a_fleets_member_list_asks_etcd_once_which_leases_live() {
     );
 
     // The last process's lease is revoked: its registration is listed, not live.
-    let mut client =
-        etcd_client::Client::connect([server.url().replace("etcd://", "http://")], None)
-            .await
-            .expect("etcd client");
-    let listed = client
-        .get(
-            "tenure_/member/",
-            Some(etcd_client::GetOptions::new().with_prefix()),
-        )
-        .await
-        .expect("member keys");
+    let (mut client, listed) = keys_under(&server, "tenure_/member/").await;
     let last = format!("p{:02}", PROCESSES - 1);
     let kv = listed
         .kvs()

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{alone, elector, shared, Conformance, Instrumented, Op};
 use crate::store::EndReason;
-use crate::store::{DynStore, LeaseStoreExt};
+use crate::store::{DynStore, ElectionKey, LeaseStoreExt};
 use crate::{Elector, State};
 
 impl Conformance {
@@ -178,6 +178,29 @@ impl Conformance {
         }
     }
 
+    /// Waits until every one of `ids` is a live member of `key`; fails the
+    /// check after `within`.
+    async fn until_listed(
+        &self,
+        store: &DynStore,
+        key: &ElectionKey,
+        ids: &[&str],
+        within: Duration,
+    ) {
+        let start = Instant::now();
+        while !store.members(key).await.is_ok_and(|members| {
+            ids.iter()
+                .all(|id| members.iter().any(|m| m.identity == *id && m.live))
+        }) {
+            assert!(
+                start.elapsed() < within,
+                "[{}] {ids:?} never listed",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// `Elector::transfer` to a member third in line, where followers out
     /// of line read only at the lease's expiry (PostgreSQL, MySQL: their
     /// next read can be a TTL and a quarter away), reaches it: the window
@@ -203,19 +226,7 @@ impl Conformance {
         let store = self.store().await;
         for id in ["b", "c"] {
             electors.push(elector(self.store().await, &key, id, ttl, poll));
-            let listed = Instant::now();
-            while !store
-                .members(&key)
-                .await
-                .is_ok_and(|m| m.iter().any(|m| m.identity == id && m.live))
-            {
-                assert!(
-                    listed.elapsed() < ttl * 10,
-                    "[{}] {id} never listed",
-                    self.name
-                );
-                tokio::time::sleep(poll).await;
-            }
+            self.until_listed(&store, &key, &[id], ttl * 10).await;
         }
         let counting = Arc::new(Instrumented::new(self.store().await));
         let d = elector(counting.clone(), &key, "d", ttl, poll);
@@ -282,20 +293,7 @@ impl Conformance {
         let b = elector(frozen.clone(), &key, "b", ttl, poll);
         let c = elector(self.store().await, &key, "c", ttl, poll);
         let store = self.store().await;
-        let listed = Instant::now();
-        loop {
-            let members = store.members(&key).await.expect("members");
-            let live = |id: &str| members.iter().any(|m| m.identity == id && m.live);
-            if live("b") && live("c") {
-                break;
-            }
-            assert!(
-                listed.elapsed() < ttl * 10,
-                "[{}] b and c never listed",
-                self.name
-            );
-            tokio::time::sleep(poll).await;
-        }
+        self.until_listed(&store, &key, &["b", "c"], ttl * 10).await;
         // b dies: from now on none of its calls reach the store.
         frozen.set_hang(true);
         let window = Duration::from_secs(30);
