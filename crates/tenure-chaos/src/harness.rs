@@ -18,9 +18,10 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.
 
 #[derive(Debug, clap::Args)]
 pub struct HarnessArgs {
-    /// `sqlite`, `mariadb`, `postgres`, `redis` or `zk` (private server instances that the harness
-    /// may crash and restart), `etcd` (a private one-member etcd, faulted through the
-    /// candidates' proxies but never restarted), `redis-volatile` (a private Redis without persistence, which
+    /// `sqlite`, `mariadb`, `postgres`, `redis`, `zk` or `etcd` (private server instances that the harness
+    /// may crash and restart), `zk3` or `etcd3` (a private three-server ZooKeeper ensemble or
+    /// three-member etcd cluster, whose members it crashes and restarts one at a time and
+    /// partitions candidates from), `redis-volatile` (a private Redis without persistence, which
     /// loses acknowledged writes on restart: SAFETY.md's A4 broken, violations expected),
     /// or a store URL (never restarted).
     #[arg(long, default_value = "sqlite")]
@@ -40,7 +41,8 @@ pub struct HarnessArgs {
     /// Output directory for the history and the report.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Comma-separated fault kinds (kill, stop, clock, latency, blackhole, reset, cut, restart); default: all that apply.
+    /// Comma-separated fault kinds (kill, stop, clock, replay, latency, blackhole, reset, cut, restart,
+    /// member, partition); default: all that apply.
     #[arg(long)]
     pub faults: Option<String>,
     /// Run the candidates with a deliberate bug (needs a build with RUSTFLAGS="--cfg tenure_chaos_bugs"; see docs/chaos.md); violations are then expected.
@@ -86,7 +88,8 @@ struct Run {
     rng: StdRng,
     out: PathBuf,
     url_for: Vec<String>,
-    proxies: Vec<Option<Proxy>>,
+    /// Each candidate's proxies, one per store server (none for SQLite).
+    proxies: Vec<Vec<Proxy>>,
     cands: Vec<Candidate>,
     election: String,
     observer: DynStore,
@@ -97,13 +100,21 @@ struct Run {
     tenures: Vec<Tenure>,
 }
 
-pub fn default_kinds(server: bool, private: bool) -> Vec<&'static str> {
+/// The fault kinds that apply to a store: `server` (reached over the
+/// network, so through proxies), `private` (the harness's own instance) with
+/// `members` servers (a whole single server restarts; an ensemble's or
+/// cluster's members crash one at a time, and a candidate can be cut from
+/// some of them).
+pub fn default_kinds(server: bool, private: bool, members: usize) -> Vec<&'static str> {
     let mut k = vec!["kill", "stop", "clock", "replay"];
     if server {
         k.extend(["latency", "blackhole", "reset", "cut"]);
     }
-    if private {
+    if private && members == 1 {
         k.push("restart");
+    }
+    if private && members > 1 {
+        k.extend(["member", "partition"]);
     }
     k
 }
@@ -153,13 +164,28 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         )),
         // One ZooKeeper server: a restart fault crashes and restarts it;
         // sessions (and the leader's ephemeral znode) survive a restart
-        // shorter than their timeout, as on a real ensemble.
-        "zk" => Some(Private::Zk(
-            tokio::task::spawn_blocking(|| tenure_testsupport::ZkEnsemble::start(1))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?,
-        )),
+        // shorter than their timeout, as on a real ensemble. Three: members
+        // crash one at a time (the ensemble keeps its quorum).
+        "zk" | "zk3" => {
+            let n = if args.store == "zk3" { 3 } else { 1 };
+            Some(Private::Zk(
+                tokio::task::spawn_blocking(move || tenure_testsupport::ZkEnsemble::start(n))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?,
+            ))
+        }
+        // etcd members crash keeping their data and restart on it, so
+        // committed terms survive, as on a real cluster.
+        "etcd" | "etcd3" => {
+            let n = if args.store == "etcd3" { 3 } else { 1 };
+            Some(Private::Etcd(
+                tokio::task::spawn_blocking(move || tenure_testsupport::EtcdCluster::start(n))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?,
+            ))
+        }
         // A4 broken on purpose: no persistence at all, so a restart loses
         // every acknowledged write, terms included (docs/redis.md).
         "redis-volatile" => Some(Private::Db(
@@ -193,24 +219,12 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         )),
         _ => None,
     };
-    // A private etcd member: test support removes a member's data when it
-    // stops, so it cannot be restarted on its data, and a restart fault
-    // would hand out terms again. Every proxy fault applies.
-    let etcd = match args.store.as_str() {
-        "etcd" => Some(
-            tokio::task::spawn_blocking(|| tenure_testsupport::EtcdCluster::start(1))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?,
-        ),
-        _ => None,
+    let upstream_url = match (&server, args.store.as_str()) {
+        (Some(s), _) => s.url(),
+        (None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
+        (None, url) => url.to_string(),
     };
-    let upstream_url = match (&server, &etcd, args.store.as_str()) {
-        (Some(s), _, _) => s.url(),
-        (None, Some(e), _) => e.url(),
-        (None, None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),
-        (None, None, url) => url.to_string(),
-    };
+    let members = server.as_ref().map_or(1, Private::members);
     let is_server = upstream_url.starts_with("redis")
         || upstream_url.starts_with("etcd")
         || upstream_url.starts_with("mysql")
@@ -223,13 +237,13 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .collect(),
-        None => default_kinds(is_server, server.is_some())
+        None => default_kinds(is_server, server.is_some(), members)
             .into_iter()
             .map(String::from)
             .collect(),
     };
     for k in &kinds {
-        let ok = default_kinds(is_server, server.is_some()).contains(&k.as_str());
+        let ok = default_kinds(is_server, server.is_some(), members).contains(&k.as_str());
         if !ok {
             return Err(format!(
                 "fault kind {k:?} does not apply to store {}",
@@ -240,18 +254,28 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
     let observer = tenure::store::connect(&upstream_url, &StoreOptions::default())
         .await
         .map_err(|e| e.to_string())?;
-    let (host_port, _) = split_host(&upstream_url);
+    // Each candidate reaches every server through a proxy of its own, so a
+    // network fault isolates that candidate alone, from all servers or
+    // (partition) from some.
+    let (hosts, _) = split_host(&upstream_url);
     let mut proxies = Vec::new();
     let mut url_for = Vec::new();
     for _ in 0..args.candidates {
+        let mut mine = Vec::new();
         if is_server {
-            let p = Proxy::start(&host_port).await.map_err(|e| e.to_string())?;
-            url_for.push(upstream_url.replacen(&host_port, &format!("127.0.0.1:{}", p.port), 1));
-            proxies.push(Some(p));
-        } else {
-            url_for.push(upstream_url.clone());
-            proxies.push(None);
+            for host in hosts.split(',') {
+                mine.push(Proxy::start(host).await.map_err(|e| e.to_string())?);
+            }
         }
+        let through: Vec<String> = mine
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.port))
+            .collect();
+        url_for.push(match through.is_empty() {
+            true => upstream_url.clone(),
+            false => upstream_url.replacen(&hosts, &through.join(","), 1),
+        });
+        proxies.push(mine);
     }
     println!(
         "tenure-chaos: store {} ttl {:?} candidates {} duration {:?} seed {seed} faults {} {}",
@@ -335,7 +359,6 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         let _ = c.child.wait();
     }
     drop(server);
-    drop(etcd);
     let ended = shared_clock::now_ns();
     let check =
         |dir: &Path| crate::check::check(dir, run.args.ttl, started, ended, &run.faults, seed);
@@ -377,7 +400,7 @@ fn clear_history(out: &Path) {
     }
 }
 
-/// `host:port` of a server URL, and the rest.
+/// `host:port` of a server URL (`host:port,host:port` for several servers), and the rest.
 fn split_host(url: &str) -> (String, String) {
     let after = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
     let after_at = after.rsplit_once('@').map(|(_, r)| r).unwrap_or(after);
@@ -684,13 +707,15 @@ impl Run {
             "latency" | "blackhole" | "cut" => {
                 let hold = self.hold();
                 let latency = self.args.ttl.mul_f64(self.rng.gen_range(0.3..1.2));
-                if let Some(p) = &self.proxies[idx] {
+                for p in &self.proxies[idx] {
                     match kind {
                         "latency" => p.set_delay(latency),
                         "blackhole" => p.set_blackhole(true),
                         _ => p.set_cut(true),
                     }
-                    tokio::time::sleep(hold).await;
+                }
+                tokio::time::sleep(hold).await;
+                for p in &self.proxies[idx] {
                     p.pass();
                 }
                 let detail = if kind == "latency" {
@@ -702,37 +727,106 @@ impl Run {
             }
             "replay" => self.replay(start).await,
             "reset" => {
-                if let Some(p) = &self.proxies[idx] {
+                for p in &self.proxies[idx] {
                     p.reset();
                 }
                 self.record(kind, &target, start, "connections reset".into());
             }
             "restart" => {
                 let hold = self.hold();
-                if let Some(mut s) = server.take() {
-                    let s2 = tokio::task::spawn_blocking(move || {
-                        s.crash();
-                        s
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    tokio::time::sleep(hold).await;
-                    let s3 = tokio::task::spawn_blocking(move || {
-                        let mut s = s2;
-                        let r = s.start();
-                        (s, r)
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    s3.1.map_err(|e| e.to_string())?;
-                    *server = Some(s3.0);
-                }
+                crash_and_restart(server, None, hold).await?;
                 self.record(kind, "store", start, format!("crashed, down for {hold:?}"));
+            }
+            "member" => {
+                let hold = self.hold();
+                let members = server.as_ref().map_or(1, Private::members);
+                // The leading member half the time: its crash makes the
+                // others elect a new one while leases run.
+                let leading = server.as_ref().and_then(Private::leading_member);
+                let m = match leading {
+                    Some(l) if self.rng.gen_bool(0.5) => l,
+                    _ => self.rng.gen_range(0..members),
+                };
+                let role = if Some(m) == leading {
+                    "the leading member"
+                } else {
+                    "member"
+                };
+                crash_and_restart(server, Some(m), hold).await?;
+                self.record(
+                    kind,
+                    "store",
+                    start,
+                    format!("{role} m{m} crashed, down for {hold:?}"),
+                );
+            }
+            "partition" => {
+                let hold = self.hold();
+                let n = self.proxies[idx].len();
+                let mut cut: Vec<usize> = (0..n).collect();
+                // Cut from one to all but one of the servers: the candidate
+                // still reaches the others.
+                let keep = self.rng.gen_range(1..n.max(2));
+                for _ in 0..keep.min(cut.len()) {
+                    let i = self.rng.gen_range(0..cut.len());
+                    cut.swap_remove(i);
+                }
+                cut.sort_unstable();
+                for &i in &cut {
+                    self.proxies[idx][i].set_cut(true);
+                }
+                tokio::time::sleep(hold).await;
+                for &i in &cut {
+                    self.proxies[idx][i].pass();
+                }
+                let names: Vec<String> = cut.iter().map(|i| format!("m{i}")).collect();
+                self.record(
+                    kind,
+                    &target,
+                    start,
+                    format!("cut from {} for {hold:?}", names.join(",")),
+                );
             }
             other => return Err(format!("unknown fault kind {other:?}")),
         }
         Ok(())
     }
+}
+
+/// Crashes the private store (member `member` of an ensemble or cluster,
+/// or the whole single server), keeps it down for `hold`, and starts it
+/// again on its data, waiting until it serves.
+async fn crash_and_restart(
+    server: &mut Option<Private>,
+    member: Option<usize>,
+    hold: Duration,
+) -> Result<(), String> {
+    let Some(mut s) = server.take() else {
+        return Ok(());
+    };
+    let (s, crashed) = tokio::task::spawn_blocking(move || {
+        let r = match member {
+            Some(m) => s.crash_member(m),
+            None => s.crash(),
+        };
+        (s, r)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    crashed.map_err(|e| e.to_string())?;
+    tokio::time::sleep(hold).await;
+    let (s, started) = tokio::task::spawn_blocking(move || {
+        let mut s = s;
+        let r = match member {
+            Some(m) => s.restart_member(m),
+            None => s.start(),
+        };
+        (s, r)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    *server = Some(s);
+    started.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

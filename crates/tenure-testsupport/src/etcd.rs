@@ -89,6 +89,13 @@ pub struct EtcdCluster {
     client_ports: Vec<u16>,
     /// Plain-HTTP `/health` (and `/metrics`) ports, one per member.
     metrics_ports: Vec<u16>,
+    peer_ports: Vec<u16>,
+    /// How often each member has been started (names its keep-data flag).
+    incarnations: Vec<u32>,
+    bin: PathBuf,
+    initial_cluster: String,
+    token: String,
+    client_cert_auth: bool,
     tls: Option<TestCa>,
     dir: tempfile::TempDir,
 }
@@ -122,7 +129,6 @@ impl EtcdCluster {
         } else {
             None
         };
-        let client_scheme = if tls.is_some() { "https" } else { "http" };
         let initial: Vec<String> = peer_ports
             .iter()
             .enumerate()
@@ -135,81 +141,140 @@ impl EtcdCluster {
             .map_or_else(|| "tenure".into(), |n| n.to_string_lossy().into_owned());
         let mut cluster = Self {
             members: Vec::new(),
-            client_ports: client_ports.clone(),
-            metrics_ports: metrics_ports.clone(),
+            client_ports,
+            metrics_ports,
+            peer_ports,
+            incarnations: vec![0; n],
+            bin,
+            initial_cluster: initial.join(","),
+            token,
+            client_cert_auth: options.client_cert_auth,
             tls,
             dir,
         };
         for i in 0..n {
-            let log = std::fs::File::create(cluster.log_path(i))?;
-            // Through a shell that SIGKILLs etcd when its stdin (a pipe this
-            // process holds) closes, and then removes the member's data (in
-            // /dev/shm: memory): when this process exits, even with the
-            // cluster in a `static` that is never dropped. The shell exits
-            // with etcd, so a member that dies is still seen.
-            let mut command = Command::new("sh");
-            command
-                .arg("-c")
-                .arg(concat!(
-                    r#"exec 3<&0; "$0" "$@" </dev/null 3<&- & j=$!; "#,
-                    r#"(read _ <&3; kill -9 $j; sleep 0.5; rm -rf "$TENURE_ETCD_DATA") & wait $j"#
-                ))
-                .arg(&bin)
-                .env("TENURE_ETCD_DATA", cluster.dir.path().join(format!("m{i}")));
-            if let Some(ca) = &cluster.tls {
-                command
-                    .arg(format!("--cert-file={}", ca.server_cert.display()))
-                    .arg(format!("--key-file={}", ca.server_key.display()));
-                // etcd requires client certificates whenever it has a
-                // --trusted-ca-file, whatever --client-cert-auth says.
-                if options.client_cert_auth {
-                    command
-                        .arg(format!("--trusted-ca-file={}", ca.ca_cert.display()))
-                        .arg("--client-cert-auth");
-                }
-            }
-            let child = command
-                .arg(format!("--name=m{i}"))
-                .arg(format!(
-                    "--data-dir={}",
-                    cluster.dir.path().join(format!("m{i}")).display()
-                ))
-                .arg(format!(
-                    "--listen-client-urls={client_scheme}://127.0.0.1:{}",
-                    client_ports[i]
-                ))
-                .arg(format!(
-                    "--advertise-client-urls={client_scheme}://127.0.0.1:{}",
-                    client_ports[i]
-                ))
-                .arg(format!(
-                    "--listen-metrics-urls=http://127.0.0.1:{}",
-                    metrics_ports[i]
-                ))
-                .arg(format!(
-                    "--listen-peer-urls=http://127.0.0.1:{}",
-                    peer_ports[i]
-                ))
-                .arg(format!(
-                    "--initial-advertise-peer-urls=http://127.0.0.1:{}",
-                    peer_ports[i]
-                ))
-                .arg(format!("--initial-cluster={}", initial.join(",")))
-                .arg("--initial-cluster-state=new")
-                .arg(format!("--initial-cluster-token={token}"))
-                .arg("--heartbeat-interval=25")
-                .arg("--election-timeout=250")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(log))
-                .spawn()
-                .map_err(|e| {
-                    std::io::Error::other(format!("cannot start {}: {e}", bin.display()))
-                })?;
+            let child = cluster.spawn_member(i)?;
             cluster.members.push(Some(child));
         }
         cluster.wait_healthy(Duration::from_secs(30))?;
         Ok(cluster)
+    }
+
+    /// Starts member `i` (its shell; etcd runs under it). On its data
+    /// directory if it has one: etcd then ignores the initial-cluster flags
+    /// and rejoins with what it had committed.
+    fn spawn_member(&self, i: usize) -> std::io::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))?;
+        // Through a shell that SIGKILLs etcd when its stdin (a pipe this
+        // process holds) closes, and then removes the member's data (in
+        // /dev/shm: memory): when this process exits, even with the
+        // cluster in a `static` that is never dropped. The shell exits
+        // with etcd, so a member that dies is still seen. `crash` first
+        // creates this incarnation's keep flag, so the data stays for a
+        // restart.
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(concat!(
+                r#"exec 3<&0; "$0" "$@" </dev/null 3<&- & j=$!; "#,
+                r#"(read _ <&3; kill -9 $j; sleep 0.5; "#,
+                r#"[ -e "$TENURE_ETCD_KEEP" ] || rm -rf "$TENURE_ETCD_DATA") & wait $j"#
+            ))
+            .arg(&self.bin)
+            .env("TENURE_ETCD_DATA", self.data_path(i))
+            .env("TENURE_ETCD_KEEP", self.keep_path(i));
+        let client_scheme = if let Some(ca) = &self.tls {
+            command
+                .arg(format!("--cert-file={}", ca.server_cert.display()))
+                .arg(format!("--key-file={}", ca.server_key.display()));
+            // etcd requires client certificates whenever it has a
+            // --trusted-ca-file, whatever --client-cert-auth says.
+            if self.client_cert_auth {
+                command
+                    .arg(format!("--trusted-ca-file={}", ca.ca_cert.display()))
+                    .arg("--client-cert-auth");
+            }
+            "https"
+        } else {
+            "http"
+        };
+        command
+            .arg(format!("--name=m{i}"))
+            .arg(format!("--data-dir={}", self.data_path(i).display()))
+            .arg(format!(
+                "--listen-client-urls={client_scheme}://127.0.0.1:{}",
+                self.client_ports[i]
+            ))
+            .arg(format!(
+                "--advertise-client-urls={client_scheme}://127.0.0.1:{}",
+                self.client_ports[i]
+            ))
+            .arg(format!(
+                "--listen-metrics-urls=http://127.0.0.1:{}",
+                self.metrics_ports[i]
+            ))
+            .arg(format!(
+                "--listen-peer-urls=http://127.0.0.1:{}",
+                self.peer_ports[i]
+            ))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{}",
+                self.peer_ports[i]
+            ))
+            .arg(format!("--initial-cluster={}", self.initial_cluster))
+            .arg("--initial-cluster-state=new")
+            .arg(format!("--initial-cluster-token={}", self.token))
+            .arg("--heartbeat-interval=25")
+            .arg("--election-timeout=250")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| std::io::Error::other(format!("cannot start {}: {e}", self.bin.display())))
+    }
+
+    fn data_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("m{i}"))
+    }
+
+    fn keep_path(&self, i: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("m{i}.keep{}", self.incarnations[i]))
+    }
+
+    /// SIGKILLs member `i` as a crash, keeping its data for
+    /// [`Self::restart`] (no-op if it is not running).
+    pub fn crash(&mut self, i: usize) -> std::io::Result<()> {
+        if self.members.get(i).is_some_and(Option::is_some) {
+            std::fs::File::create(self.keep_path(i))?;
+            self.kill(i);
+        }
+        Ok(())
+    }
+
+    /// Starts member `i` again on its data after [`Self::crash`], and waits
+    /// (up to 30 s) until every running member is healthy.
+    pub fn restart(&mut self, i: usize) -> std::io::Result<()> {
+        if self.members[i].is_none() {
+            self.incarnations[i] += 1;
+            let child = self.spawn_member(i)?;
+            self.members[i] = Some(child);
+        }
+        self.wait_healthy(Duration::from_secs(30))
+    }
+
+    /// Which running member leads the raft group (its `/metrics` say
+    /// `etcd_server_is_leader 1`).
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.members.len()).find(|&i| {
+            self.members[i].is_some()
+                && get(self.metrics_ports[i], "/metrics")
+                    .is_ok_and(|m| m.lines().any(|l| l == "etcd_server_is_leader 1"))
+        })
     }
 
     /// Starts a cluster, or returns `None` after printing SKIPPED when etcd
@@ -240,6 +305,9 @@ impl EtcdCluster {
         loop {
             let mut pending = None;
             for i in 0..self.members.len() {
+                if self.members[i].is_none() {
+                    continue;
+                }
                 let exited = self.members[i]
                     .as_mut()
                     .and_then(|c| c.try_wait().ok().flatten());
@@ -333,13 +401,7 @@ impl EtcdCluster {
 /// `Ok` when it answers `"health":"true"`, which etcd says only with a raft
 /// leader and a read served.
 fn health(port: u16) -> std::io::Result<()> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.set_write_timeout(Some(Duration::from_secs(1)))?;
-    s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)?;
+    let answer = get(port, "/health")?;
     if answer.contains("\"health\":\"true\"") {
         Ok(())
     } else {
@@ -348,6 +410,19 @@ fn health(port: u16) -> std::io::Result<()> {
             answer.lines().last().unwrap_or_default()
         )))
     }
+}
+
+/// The whole answer (headers and body) to a plain HTTP GET of `path` on
+/// the member's metrics `port`.
+fn get(port: u16, path: &str) -> std::io::Result<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(1)))?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
 }
 
 impl Drop for EtcdCluster {

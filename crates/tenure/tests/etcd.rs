@@ -504,3 +504,44 @@ async fn a_fleets_member_list_asks_etcd_once_which_leases_live() {
         .collect();
     assert_eq!(gone, [last.as_str()], "{members:?}");
 }
+
+/// A crashed etcd member that restarts on its data remembers the terms it
+/// committed: the next acquisition gets a higher term, never one again
+/// (the chaos harness's restart faults rely on it too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_survive_a_crash_and_restart_on_the_data() {
+    use tenure::store::{Acquire, Claim, ElectionKey, Tenure};
+    let Some(mut server) = EtcdCluster::start_or_skip(1, servers::required()) else {
+        return;
+    };
+    let key = ElectionKey::new("default", "restarted");
+    let claim = |holder: &str| Claim {
+        key: key.clone(),
+        holder: holder.into(),
+        metadata: String::new(),
+        ttl: Duration::from_secs(2),
+    };
+    let store = connect(&server.url(), &opts()).await.expect("store");
+    let Acquire::Acquired(first) = store.try_acquire(&claim("a")).await.expect("acquire") else {
+        panic!("a free election was not acquired");
+    };
+    let released = Tenure {
+        key: key.clone(),
+        holder: "a".into(),
+        term: first.term,
+    };
+    assert!(store.release(&released).await.expect("release"));
+    drop(store);
+    server.crash(0).expect("crash");
+    server.restart(0).expect("restart on its data");
+    let store = connect(&server.url(), &opts()).await.expect("store again");
+    let Acquire::Acquired(second) = store.try_acquire(&claim("b")).await.expect("acquire") else {
+        panic!("the released election was not acquired after the restart");
+    };
+    assert!(
+        second.term > first.term,
+        "term {} handed out after term {} before the restart",
+        second.term,
+        first.term
+    );
+}
