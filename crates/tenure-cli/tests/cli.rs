@@ -664,6 +664,8 @@ fn chaos_bugs_are_not_in_normal_builds() {
         "no-margin",
         "deadline-after-reply",
         "term-not-incremented",
+        "late-reply-accepted",
+        "keep-alive-reused",
     ] {
         let out = std::process::Command::new(common::BIN)
             .args(["run", "--store", &url, "--election", "e", "--", "true"])

@@ -28,6 +28,12 @@ pub(crate) enum Bug {
     /// `term-not-incremented`: the memory store's acquisition keeps the
     /// previous term (the simulation's store).
     TermNotIncremented,
+    /// `late-reply-accepted`: a renewal is waited for past the deadline, and
+    /// its success, arriving after the deadline, resumes the tenure.
+    LateReplyAccepted,
+    /// `keep-alive-reused`: the memory store answers two renewals in three
+    /// with the round before's success, without extending the lease.
+    KeepAliveReused,
 }
 
 #[cfg(tenure_chaos_bugs)]
@@ -43,6 +49,8 @@ fn current() -> Option<Bug> {
             "no-margin" => Bug::NoMargin,
             "deadline-after-reply" => Bug::DeadlineAfterReply,
             "term-not-incremented" => Bug::TermNotIncremented,
+            "late-reply-accepted" => Bug::LateReplyAccepted,
+            "keep-alive-reused" => Bug::KeepAliveReused,
             _ => return None,
         };
         eprintln!(
@@ -96,6 +104,26 @@ pub(crate) fn deadline_start(
     } else {
         sent
     }
+}
+
+/// The late-reply-accepted bug's hook: until when a leader waits for a
+/// renewal's answer, given its deadline.
+pub(crate) fn renewal_wait_until(deadline: std::time::Duration) -> std::time::Duration {
+    if active(Bug::LateReplyAccepted) {
+        deadline + std::time::Duration::from_secs(3600)
+    } else {
+        deadline
+    }
+}
+
+/// The keep-alive-reused bug's hook in the memory store's renewal: true
+/// when this renewal is to be answered from the round before, untouched.
+pub(crate) fn reuse_keep_alive_round() -> bool {
+    if !active(Bug::KeepAliveReused) {
+        return false;
+    }
+    static ROUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    ROUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3 != 0
 }
 
 /// The wall-clock bug's rewrite: `server_now`, the expression that reads the

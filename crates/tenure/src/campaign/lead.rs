@@ -131,10 +131,8 @@ impl Campaign {
         let t0 = self.now();
         let store = self.store.clone();
         let renew = store.renew(&reign.tenure, self.timing().ttl);
-        let renewed = match self
-            .race(renew, reign.deadline, Commands::AfterDeadline)
-            .await
-        {
+        let wait_until = crate::bugs::renewal_wait_until(reign.deadline);
+        let renewed = match self.race(renew, wait_until, Commands::AfterDeadline).await {
             Raced::Done(r) => r,
             Raced::Deadline => {
                 // A renewal that never answered is a store error too.
@@ -154,7 +152,10 @@ impl Campaign {
             }
         };
         match renewed {
-            Ok(true) if self.now() >= reign.deadline => {
+            Ok(true)
+                if self.now() >= reign.deadline
+                    && !crate::bugs::active(crate::bugs::Bug::LateReplyAccepted) =>
+            {
                 // The answer came at the deadline: our belief has ended
                 // (lost() may already have fired), and a tenure never
                 // resumes once given up. Step down and free the lease.
