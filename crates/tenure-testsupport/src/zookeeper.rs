@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use crate::servers::{free_port, scratch_dir};
 
-/// The tick of the private servers: session timeouts from 2 to 600 ticks
-/// (200 ms to 60 s), so the suite's short TTLs are honoured.
+/// The tick of the private servers: session timeouts from 2 to 1200 ticks
+/// (200 ms to 120 s), so the suite's short TTLs are honoured and its 60 s
+/// TTL gets its 120 s lease session.
 pub const TICK_MS: u64 = 100;
 
 /// The classpath of the installed ZooKeeper: `TENURE_ZOOKEEPER_CLASSPATH`,
@@ -158,7 +159,7 @@ impl ZkEnsemble {
                  forceSync=no\nmaxClientCnxns=0\n",
                 data.display(),
                 2 * TICK_MS,
-                600 * TICK_MS,
+                1200 * TICK_MS,
             );
             for q in &quorum {
                 cfg.push_str(q);

@@ -21,9 +21,10 @@ fn claim(key: &ElectionKey, holder: &str, ttl: Duration) -> Claim {
     }
 }
 
-/// The private servers grant sessions of at most 600 ticks (60 s): a longer
-/// TTL would let the ensemble expire the leader's session before its
-/// deadline, so it is refused as a usage error that names the fix.
+/// The private servers grant sessions of at most 1200 ticks (120 s), and a
+/// lease needs a session of twice its TTL: a longer TTL would let the
+/// ensemble expire the leader's session before its deadline, so it is
+/// refused as a usage error that names the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_longer_than_the_granted_session_timeout_is_a_usage_error() {
     let Some(zk) = ZkEnsemble::start_or_skip(1, servers::required()) else {
@@ -41,6 +42,12 @@ async fn a_ttl_longer_than_the_granted_session_timeout_is_a_usage_error() {
         store.read(&key).await.expect("read").is_none(),
         "nothing written"
     );
+    let err = store
+        .try_acquire(&claim(&key, "a#1", Duration::from_secs(61)))
+        .await
+        .unwrap_err();
+    assert!(err.is_usage(), "{err:?}");
+    assert!(err.to_string().contains("at most 60s"), "{err}");
     // At the bound it works.
     let got = store
         .try_acquire(&claim(&key, "a#1", Duration::from_secs(60)))
@@ -291,4 +298,63 @@ async fn a_new_zookeeper_leader_with_a_clock_ahead_does_not_expire_a_live_lease(
         held.term
     );
     assert_eq!(taken.1, held.term + 1, "the next term");
+}
+
+/// A ZooKeeper follower server touches the sessions of its clients at the
+/// ZooKeeper leader only when it relays them, once per half tick; a
+/// renewal it forwarded and answered extends the holder's deadline even
+/// if the server dies before relaying that touch. The session (and the
+/// ephemeral `leader` znode) must still outlive the holder's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_dying_after_a_renewal_does_not_end_the_session_early() {
+    let Some(mut zk) = ZkEnsemble::start_or_skip(3, servers::required()) else {
+        return;
+    };
+    let leader = zk.leader().expect("the ensemble has a leader");
+    let follower = (0..3).find(|&i| i != leader).expect("a follower");
+    // The holder reaches the follower only: once it dies, the holder's
+    // session cannot move to another server (a holder partitioned with it).
+    let holder = connect(&format!("zk://{}", zk.server_addr(follower)), &opts())
+        .await
+        .expect("holder store");
+    let observer = connect(&format!("zk://{}", zk.server_addr(leader)), &opts())
+        .await
+        .expect("observer store");
+    let ttl = Duration::from_secs(3);
+    let key = ElectionKey::new("default", "relay");
+    let Acquire::Acquired(rec) = holder
+        .try_acquire(&claim(&key, "a#1", ttl))
+        .await
+        .expect("acquire")
+    else {
+        panic!("a free election was not acquired");
+    };
+    let tenure = Tenure {
+        key: key.clone(),
+        holder: "a#1".into(),
+        term: rec.term,
+    };
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let t0 = Instant::now();
+    assert!(holder.renew(&tenure, ttl).await.expect("renew"), "renewed");
+    zk.kill(follower);
+    // The holder's deadline counts from t0 (its drift allowance and margin
+    // only make it earlier); nobody may acquire before ttl * 0.99 - 100 ms.
+    let earliest = ttl.mul_f64(0.99) - Duration::from_millis(100);
+    let taken = loop {
+        let got = observer
+            .try_acquire(&claim(&key, "b#1", ttl))
+            .await
+            .expect("observer acquire");
+        if matches!(got, Acquire::Acquired(_)) {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < ttl * 4, "never taken over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("taken over {taken:?} after the renewal (holder's deadline ≥ {earliest:?})");
+    assert!(
+        taken >= earliest,
+        "taken over {taken:?} after a renewal the holder counts on until {earliest:?}"
+    );
 }

@@ -78,6 +78,22 @@ impl Drop for Inner {
     }
 }
 
+/// The timeout of the session that holds leases of `ttl`: twice the TTL.
+///
+/// A ZooKeeper follower server tells the ZooKeeper leader, which expires
+/// sessions, that it heard a session only when it relays its touches, once
+/// per half tick. A renewal it forwarded and answered, but never relayed
+/// (the server died or lost the leader first), leaves the session's expiry
+/// counting from the relayed touch before: up to a renewal period (TTL/3)
+/// and a tick before the renewal's `t0`. A session of the TTL could then
+/// delete the `leader` znode before the holder's deadline (seen: 150–250 ms
+/// before it at a 3 s TTL); one of twice the TTL still outlives it for
+/// any `tickTime` up to 2/3 of the TTL. The lease itself still ends at the
+/// TTL: acquirers judge its `mtime`, not the session.
+pub(super) fn lease_session_timeout(ttl: Duration) -> Duration {
+    ttl * 2
+}
+
 pub(super) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -207,8 +223,9 @@ impl Inner {
         Ok(c)
     }
 
-    /// The session whose timeout is `ttl`, opened if needed. Refuses a TTL
-    /// longer than the session timeout the ensemble grants.
+    /// The session for leases of `ttl`, opened if needed, with a timeout of
+    /// [`lease_session_timeout`]. Refuses a TTL whose session timeout the
+    /// ensemble does not grant in full.
     async fn session(&self, ttl: Duration) -> Result<Client> {
         let mut sessions = self.sessions.lock().await;
         let key = ms(ttl).max(1);
@@ -217,15 +234,18 @@ impl Inner {
                 return Ok(c.clone());
             }
         }
-        let c = self.open(Duration::from_millis(key)).await?;
+        let wanted = lease_session_timeout(Duration::from_millis(key));
+        let c = self.open(wanted).await?;
         let granted = c.session_timeout();
-        if granted < Duration::from_millis(key) {
+        if granted < wanted {
             return Err(Error::config(
                 "ttl",
                 format!(
-                    "{ttl:?} is longer than the session timeout ZooKeeper grants ({granted:?}): \
-                     the ensemble could expire the leader's session before its deadline; use a \
-                     TTL of at most {granted:?} or raise the servers' maxSessionTimeout"
+                    "{ttl:?} needs ZooKeeper sessions of twice the TTL ({wanted:?}), and the \
+                     ensemble grants {granted:?}: it could expire the leader's session before \
+                     its deadline; use a TTL of at most {:?} or raise the servers' \
+                     maxSessionTimeout",
+                    granted / 2
                 ),
             ));
         }
