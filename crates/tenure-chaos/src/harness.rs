@@ -11,7 +11,7 @@ use tenure::store::{DynStore, ElectionKey, StoreOptions, Tenure};
 use tenure_testsupport::proxy::Proxy;
 
 use crate::history::{append, Fault};
-use crate::server::{Kind, Private, Server, ServerOptions};
+use crate::server::Private;
 use crate::shared_clock;
 
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -149,76 +149,11 @@ pub async fn run(args: HarnessArgs) -> Result<crate::check::Report, String> {
         );
     }
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut server = match args.store.as_str() {
-        "mariadb" => Some(Private::Db(
-            tokio::task::spawn_blocking(|| Server::new(Kind::MariaDb))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?,
-        )),
-        "postgres" => Some(Private::Db(
-            tokio::task::spawn_blocking(|| Server::new(Kind::Postgres))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?,
-        )),
-        // One ZooKeeper server: a restart fault crashes and restarts it;
-        // sessions (and the leader's ephemeral znode) survive a restart
-        // shorter than their timeout, as on a real ensemble. Three: members
-        // crash one at a time (the ensemble keeps its quorum).
-        "zk" | "zk3" => {
-            let n = if args.store == "zk3" { 3 } else { 1 };
-            Some(Private::Zk(
-                tokio::task::spawn_blocking(move || tenure_testsupport::ZkEnsemble::start(n))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?,
-            ))
-        }
-        // etcd members crash keeping their data and restart on it, so
-        // committed terms survive, as on a real cluster.
-        "etcd" | "etcd3" => {
-            let n = if args.store == "etcd3" { 3 } else { 1 };
-            Some(Private::Etcd(
-                tokio::task::spawn_blocking(move || tenure_testsupport::EtcdCluster::start(n))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?,
-            ))
-        }
-        // A4 broken on purpose: no persistence at all, so a restart loses
-        // every acknowledged write, terms included (docs/redis.md).
-        "redis-volatile" => Some(Private::Db(
-            tokio::task::spawn_blocking(|| {
-                Server::start_with(
-                    Kind::Redis,
-                    ServerOptions::default().with_args(&["--appendonly", "no", "--save", ""]),
-                )
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?,
-        )),
-        // Persistent (AOF, fsync on every write): a restart fault must not
-        // forget terms; an unpersisted Redis would, as docs/redis.md says.
-        "redis" => Some(Private::Db(
-            tokio::task::spawn_blocking(|| {
-                Server::start_with(
-                    Kind::Redis,
-                    ServerOptions::default().with_args(&[
-                        "--appendonly",
-                        "yes",
-                        "--appendfsync",
-                        "always",
-                    ]),
-                )
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?,
-        )),
-        _ => None,
-    };
+    let store = args.store.clone();
+    let mut server = tokio::task::spawn_blocking(move || Private::start_named(&store))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     let upstream_url = match (&server, args.store.as_str()) {
         (Some(s), _) => s.url(),
         (None, "sqlite") => format!("sqlite://{}", tmp.path().join("chaos.db").display()),

@@ -3,7 +3,7 @@
 //! touching the machine's shared servers. The launchers are shared with the
 //! tests in `tenure-testsupport`.
 
-pub use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+use tenure_testsupport::servers::{Kind, Server, ServerOptions};
 use tenure_testsupport::{EtcdCluster, ZkEnsemble};
 
 /// A private store the harness may crash and restart: a database server, a
@@ -16,6 +16,44 @@ pub enum Private {
 }
 
 impl Private {
+    /// Starts the private store `--store` names (`None` for SQLite and for
+    /// a URL, which the harness never restarts).
+    pub fn start_named(store: &str) -> std::io::Result<Option<Private>> {
+        Ok(Some(match store {
+            "mariadb" => Private::Db(Server::new(Kind::MariaDb)?),
+            "postgres" => Private::Db(Server::new(Kind::Postgres)?),
+            // One ZooKeeper server: a restart fault crashes and restarts it;
+            // sessions (and the leader's ephemeral znode) survive a restart
+            // shorter than their timeout, as on a real ensemble. Three:
+            // members crash one at a time (the ensemble keeps its quorum).
+            "zk" => Private::Zk(ZkEnsemble::start(1)?),
+            "zk3" => Private::Zk(ZkEnsemble::start(3)?),
+            // etcd members crash keeping their data and restart on it, so
+            // committed terms survive, as on a real cluster.
+            "etcd" => Private::Etcd(EtcdCluster::start(1)?),
+            "etcd3" => Private::Etcd(EtcdCluster::start(3)?),
+            // A4 broken on purpose: no persistence at all, so a restart
+            // loses every acknowledged write, terms included (docs/redis.md).
+            "redis-volatile" => Private::Db(Server::start_with(
+                Kind::Redis,
+                ServerOptions::default().with_args(&["--appendonly", "no", "--save", ""]),
+            )?),
+            // Persistent (AOF, fsync on every write): a restart fault must
+            // not forget terms; an unpersisted Redis would, as docs/redis.md
+            // says.
+            "redis" => Private::Db(Server::start_with(
+                Kind::Redis,
+                ServerOptions::default().with_args(&[
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                ]),
+            )?),
+            _ => return Ok(None),
+        }))
+    }
+
     pub fn url(&self) -> String {
         match self {
             Private::Db(s) => s.url(),
