@@ -8,7 +8,9 @@
 //! partition heals, as a store's reconnecting channel says. A paused one
 //! reads what was sent when it runs again. A store outage (a restart that
 //! keeps every committed write) breaks every channel; each reopens with
-//! "anything may have changed" when the store is back.
+//! "anything may have changed" when the store is back. A broken channel
+//! reports itself down (`FaultyStore::push_health`), so followers read at
+//! the slow period meanwhile.
 //!
 //! Push never decides anything: every wake-up is followed by a read, so
 //! what this exercises is the campaign's push paths (the pushed read, the

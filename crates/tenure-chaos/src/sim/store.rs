@@ -420,9 +420,26 @@ impl Wakeups for FaultyStore {
         self.push.as_ref().map(|tx| tx.subscribe())
     }
 
+    /// Down while this candidate is partitioned or the store restarts (its
+    /// channel is broken then, see `push.rs`), so followers take the
+    /// campaign's slow-read path meanwhile, as on a real store.
     fn push_health(&self) -> PushHealth {
-        PushHealth::Unreported {
-            channel: "simulated push".into(),
+        let channel = "simulated push".to_string();
+        if self.push.is_none() {
+            return PushHealth::NotOffered;
+        }
+        let reason = if self.net.partitioned.get() {
+            "partitioned (simulated)"
+        } else if self.world.store_down.load(Ordering::SeqCst) {
+            "the store is restarting (simulated)"
+        } else {
+            return PushHealth::Up { channel };
+        };
+        PushHealth::Down {
+            channel,
+            // Not tracked: the campaign looks only at whether it is down.
+            down_for_ms: 0,
+            reason: reason.into(),
         }
     }
 }
