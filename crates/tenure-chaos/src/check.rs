@@ -416,12 +416,18 @@ impl Report {
     /// The reports of a semaphore's slots (each an election of its own,
     /// checked on its own) as one: counts added, violations named by slot.
     pub fn of_slots(reports: Vec<Report>) -> Option<Report> {
-        let mut slots = reports.into_iter().enumerate();
-        let (_, mut all) = slots.next()?;
+        Self::combined(reports, |slot| format!("slot {slot}"))
+    }
+
+    /// The reports of several elections of one run, each checked on its own,
+    /// as one: counts added, violations named by `name` of their index.
+    pub fn combined(reports: Vec<Report>, name: impl Fn(usize) -> String) -> Option<Report> {
+        let mut parts = reports.into_iter().enumerate();
+        let (_, mut all) = parts.next()?;
         for v in &mut all.violations {
-            v.message = format!("slot 0: {}", v.message);
+            v.message = format!("{}: {}", name(0), v.message);
         }
-        for (slot, r) in slots {
+        for (i, r) in parts {
             all.acquisitions += r.acquisitions;
             all.handovers += r.handovers;
             all.writes += r.writes;
@@ -430,7 +436,7 @@ impl Report {
             all.max_lost_late_ms = all.max_lost_late_ms.max(r.max_lost_late_ms);
             all.intervals.extend(r.intervals);
             all.violations.extend(r.violations.into_iter().map(|mut v| {
-                v.message = format!("slot {slot}: {}", v.message);
+                v.message = format!("{}: {}", name(i), v.message);
                 v
             }));
         }

@@ -666,6 +666,7 @@ fn chaos_bugs_are_not_in_normal_builds() {
         "term-not-incremented",
         "late-reply-accepted",
         "keep-alive-reused",
+        "batch-wrong-item",
     ] {
         let out = std::process::Command::new(common::BIN)
             .args(["run", "--store", &url, "--election", "e", "--", "true"])

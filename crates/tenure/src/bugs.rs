@@ -34,6 +34,9 @@ pub(crate) enum Bug {
     /// `keep-alive-reused`: the memory store answers two renewals in three
     /// with the round before's success, without extending the lease.
     KeepAliveReused,
+    /// `batch-wrong-item`: a batched statement's answers reach its callers
+    /// shifted by one, each caller getting its neighbour's.
+    BatchWrongItem,
 }
 
 #[cfg(tenure_chaos_bugs)]
@@ -51,6 +54,7 @@ fn current() -> Option<Bug> {
             "term-not-incremented" => Bug::TermNotIncremented,
             "late-reply-accepted" => Bug::LateReplyAccepted,
             "keep-alive-reused" => Bug::KeepAliveReused,
+            "batch-wrong-item" => Bug::BatchWrongItem,
             _ => return None,
         };
         eprintln!(
@@ -124,6 +128,15 @@ pub(crate) fn reuse_keep_alive_round() -> bool {
     }
     static ROUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     ROUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3 != 0
+}
+
+/// The batch-wrong-item bug's hook where a batched statement's answers are
+/// handed out: rotated by one, so each caller gets its neighbour's answer.
+pub(crate) fn misdirect_answers<T>(mut answers: Vec<T>) -> Vec<T> {
+    if active(Bug::BatchWrongItem) && answers.len() > 1 {
+        answers.rotate_left(1);
+    }
+    answers
 }
 
 /// The wall-clock bug's rewrite: `server_now`, the expression that reads the

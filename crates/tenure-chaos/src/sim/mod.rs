@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use clock::SimClock;
-use store::{FaultyStore, Net};
+use store::{FaultyStore, Link, Net};
 
 use crate::check::{check_history, Report};
 use crate::history::{Event, Fault, Write_};
@@ -136,19 +136,14 @@ pub struct World {
     store: Arc<MemoryStore>,
     store_clock: SimClock,
     store_down: AtomicBool,
-    events: Mutex<Vec<Event>>,
-    writes: Mutex<Vec<Write_>>,
+    /// What happened in each of [`ELECTIONS`], in that order.
+    logs: Vec<ElectionLog>,
     faults: Mutex<Vec<Fault>>,
-    /// The fenced resource's highest term.
-    max_term: AtomicU64,
     /// Whether this seed's store pushes changes (even seeds; odd seeds'
     /// followers poll, as where nothing pushes).
     push: bool,
     /// The candidates' push channels (see `push`).
     subscribers: Mutex<Vec<push::Subscriber>>,
-    /// Work ticks at which the elector answered a term that the store's
-    /// own row did not grant (see `start`).
-    unbacked: Mutex<Vec<Unbacked>>,
     /// Tenures seen in renewals and releases, for replays.
     tenures: Mutex<Vec<Tenure>>,
     /// Every store call, when `SIM_DUMP` names a file (to find where two
@@ -195,7 +190,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-const ELECTION: &str = "sim";
+/// The elections every simulated process campaigns in. Two, so that a
+/// process leading both renews them in one gathered call (see
+/// `store::Renewals`), and an operator's hand-over request on one of them
+/// makes that call's answers differ: a batch that answers the wrong item
+/// then keeps a leader whose lease was not renewed.
+const ELECTIONS: [&str; 2] = ["sim", "sim-2"];
+
+fn election_key(e: usize) -> ElectionKey {
+    ElectionKey::new("default", ELECTIONS[e])
+}
+
+/// What happened in one election, checked on its own.
+#[derive(Debug, Default)]
+struct ElectionLog {
+    events: Mutex<Vec<Event>>,
+    writes: Mutex<Vec<Write_>>,
+    /// The fenced resource's highest term.
+    max_term: AtomicU64,
+    /// Work ticks at which an elector answered a term that the store's own
+    /// row did not grant (see `start`).
+    unbacked: Mutex<Vec<Unbacked>>,
+}
 
 /// How late `lost()` may fire after its deadline in virtual time, read on
 /// the candidate's clock: one tick of tokio's timer (1 ms, to which it
@@ -218,7 +234,8 @@ struct Unbacked {
 
 /// One running incarnation of a candidate.
 struct Proc {
-    elector: Elector,
+    /// One per election of [`ELECTIONS`], in that order.
+    electors: Vec<Elector>,
     net: Arc<Net>,
     clock: SimClock,
     tasks: Vec<JoinHandle<()>>,
@@ -248,80 +265,97 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
         });
         tx
     });
-    let store = FaultyStore {
-        world: world.clone(),
-        inner: Arc::new(world.store.client_view(Arc::new(clock.clone()))),
-        net: net.clone(),
-        cand: slot.name.clone(),
+    let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
+        Link {
+            world: world.clone(),
+            inner: Arc::new(world.store.client_view(Arc::new(clock.clone()))),
+            net: net.clone(),
+            cand: slot.name.clone(),
+        },
         push,
-    };
-    let elector = Elector::builder(Arc::new(store) as Arc<dyn LeaseStore>)
-        .election(ELECTION)
-        .identity(slot.name.clone())
-        .ttl(world.cfg.ttl)
-        .poll_period(Duration::from_millis(40))
-        .clock(Arc::new(clock.clone()))
-        .build()?;
-    let (name, inc) = (slot.name.clone(), slot.inc);
-    // Acquisitions, leader-only work, and when lost() fired against the
-    // deadline in force, as the chaos harness's candidates log them. The
-    // work is a write to the fenced resource every 5 ms while `is_leader()`
-    // answers a term, at the same instant: the first at the acquisition,
-    // so only the end of a belief is measured to 5 ms.
-    let task = {
-        let (e, w, c, net) = (elector.clone(), world.clone(), clock.clone(), net.clone());
-        tokio::spawn(async move {
-            while let Ok(l) = e.acquired().await {
-                net.running().await;
-                lock(&w.events).push(Event::Acquired {
-                    cand: name.clone(),
-                    inc,
-                    term: l.term(),
-                    t: w.now_ns(),
-                });
-                let mut deadline = l.deadline().unwrap_or_default();
-                loop {
-                    if let Some(term) = e.term() {
-                        backed_by_the_row(&w, &e, &name, inc, term).await;
-                        let max = w.max_term.fetch_max(term, Ordering::SeqCst);
-                        lock(&w.writes).push(Write_ {
-                            cand: name.clone(),
-                            inc,
-                            term,
-                            t: w.now_ns(),
-                            accepted: term >= max,
-                        });
-                    }
-                    if let Some(d) = l.deadline() {
-                        deadline = d;
-                    }
-                    tokio::select! {
-                        // Listed order when several are ready (not tokio\'s random pick),
-                        // so a simulation seed replays exactly; either order is handled.
-                        biased;
-                        _ = l.lost() => break,
-                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                    }
-                    net.running().await;
-                }
-                lock(&w.events).push(Event::Lost {
-                    cand: name.clone(),
-                    inc,
-                    term: l.term(),
-                    t: w.now_ns(),
-                    lost_ns: c.now().as_nanos() as u64,
-                    deadline_ns: deadline.as_nanos() as u64,
-                });
-            }
-        })
-    };
+    ));
+    let mut electors = Vec::new();
+    let mut tasks = Vec::new();
+    for (e, election) in ELECTIONS.iter().enumerate() {
+        let elector = Elector::builder(store.clone())
+            .election(*election)
+            .identity(slot.name.clone())
+            .ttl(world.cfg.ttl)
+            .poll_period(Duration::from_millis(40))
+            .clock(Arc::new(clock.clone()))
+            .build()?;
+        tasks.push(work(world, &elector, e, slot, &clock, &net));
+        electors.push(elector);
+    }
     slot.proc = Some(Proc {
-        elector,
+        electors,
         net,
         clock,
-        tasks: vec![task],
+        tasks,
     });
     Ok(())
+}
+
+/// Acquisitions, leader-only work, and when lost() fired against the
+/// deadline in force, as the chaos harness's candidates log them, for
+/// election `e`. The work is a write to the fenced resource every 5 ms
+/// while `is_leader()` answers a term, at the same instant: the first at
+/// the acquisition, so only the end of a belief is measured to 5 ms.
+fn work(
+    world: &Arc<World>,
+    elector: &Elector,
+    e: usize,
+    slot: &Slot,
+    clock: &SimClock,
+    net: &Arc<Net>,
+) -> JoinHandle<()> {
+    let (name, inc) = (slot.name.clone(), slot.inc);
+    let (el, w, c, net) = (elector.clone(), world.clone(), clock.clone(), net.clone());
+    tokio::spawn(async move {
+        let log = &w.logs[e];
+        while let Ok(l) = el.acquired().await {
+            net.running().await;
+            lock(&log.events).push(Event::Acquired {
+                cand: name.clone(),
+                inc,
+                term: l.term(),
+                t: w.now_ns(),
+            });
+            let mut deadline = l.deadline().unwrap_or_default();
+            loop {
+                if let Some(term) = el.term() {
+                    backed_by_the_row(&w, &el, e, &name, inc, term).await;
+                    let max = log.max_term.fetch_max(term, Ordering::SeqCst);
+                    lock(&log.writes).push(Write_ {
+                        cand: name.clone(),
+                        inc,
+                        term,
+                        t: w.now_ns(),
+                        accepted: term >= max,
+                    });
+                }
+                if let Some(d) = l.deadline() {
+                    deadline = d;
+                }
+                tokio::select! {
+                    // Listed order when several are ready (not tokio's random pick),
+                    // so a simulation seed replays exactly; either order is handled.
+                    biased;
+                    _ = l.lost() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                }
+                net.running().await;
+            }
+            lock(&log.events).push(Event::Lost {
+                cand: name.clone(),
+                inc,
+                term: l.term(),
+                t: w.now_ns(),
+                lost_ns: c.now().as_nanos() as u64,
+                deadline_ns: deadline.as_nanos() as u64,
+            });
+        }
+    })
 }
 
 /// Checks the store's own row at a work tick where the elector answered
@@ -329,15 +363,15 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
 /// the store's clock. Read from the shared store directly (no network, no
 /// virtual time passes), so this sees every tick, not only those a second
 /// candidate's write happens to overlap.
-async fn backed_by_the_row(w: &World, e: &Elector, cand: &str, inc: u32, term: u64) {
-    let Ok(row) = w.store.read(&ElectionKey::new("default", ELECTION)).await else {
+async fn backed_by_the_row(w: &World, el: &Elector, e: usize, cand: &str, inc: u32, term: u64) {
+    let Ok(row) = w.store.read(&election_key(e)).await else {
         return;
     };
     let backed = row.as_ref().is_some_and(|r| {
-        r.holder.as_deref() == Some(e.holder_id()) && r.term == term && !r.remaining.is_zero()
+        r.holder.as_deref() == Some(el.holder_id()) && r.term == term && !r.remaining.is_zero()
     });
     if !backed {
-        lock(&w.unbacked).push(Unbacked {
+        lock(&w.logs[e].unbacked).push(Unbacked {
             cand: cand.to_string(),
             inc,
             term,
@@ -356,7 +390,7 @@ fn crash(slot: &mut Slot) {
         for t in &p.tasks {
             t.abort();
         }
-        drop(p.elector);
+        drop(p.electors);
     }
 }
 
@@ -398,13 +432,10 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         store: Arc::new(MemoryStore::with_clock(Arc::new(store_clock.clone()))),
         store_clock,
         store_down: AtomicBool::new(false),
-        events: Mutex::new(Vec::new()),
-        writes: Mutex::new(Vec::new()),
-        unbacked: Mutex::new(Vec::new()),
+        logs: ELECTIONS.iter().map(|_| ElectionLog::default()).collect(),
         push: seed % 2 == 0,
         subscribers: Mutex::new(Vec::new()),
         faults: Mutex::new(Vec::new()),
-        max_term: AtomicU64::new(0),
         tenures: Mutex::new(Vec::new()),
         trace: std::env::var_os("SIM_DUMP").map(|_| Mutex::new(Vec::new())),
         cfg: cfg.clone(),
@@ -450,10 +481,31 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
     for s in &mut slots {
         crash(s);
     }
-    let events = std::mem::take(&mut *lock(&world.events));
-    let writes = std::mem::take(&mut *lock(&world.writes));
     let faults = std::mem::take(&mut *lock(&world.faults));
-    let mut report = check_history(&events, &writes, ttl, start_ns, end_ns, &faults, seed);
+    let mut histories = Vec::new();
+    let mut reports = Vec::new();
+    for log in &world.logs {
+        let events = std::mem::take(&mut *lock(&log.events));
+        let writes = std::mem::take(&mut *lock(&log.writes));
+        let mut r = check_history(&events, &writes, ttl, start_ns, end_ns, &faults, seed);
+        for u in std::mem::take(&mut *lock(&log.unbacked)) {
+            r.violations.push(crate::check::Violation {
+                check: "leader's row",
+                message: format!(
+                    "{}#{} acted as leader of term {} while the store's row did not grant it: {}",
+                    u.cand, u.inc, u.term, u.row
+                ),
+                at_s: (u.t as f64 - start_ns as f64) / 1e9,
+                excerpt: Vec::new(),
+            });
+        }
+        reports.push(r);
+        histories.push((events, writes));
+    }
+    let Some(mut report) = Report::combined(reports, |e| format!("election {}", ELECTIONS[e]))
+    else {
+        return Err(std::io::Error::other("no elections to simulate"));
+    };
     // The checker allows real timers 100 ms of slack; virtual time has none
     // beyond a tick of tokio's timer.
     if report.max_lost_late_ms > SIM_LOST_SLACK_MS {
@@ -467,26 +519,18 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
             excerpt: Vec::new(),
         });
     }
-    for u in std::mem::take(&mut *lock(&world.unbacked)) {
-        report.violations.push(crate::check::Violation {
-            check: "leader's row",
-            message: format!(
-                "{}#{} acted as leader of term {} while the store's row did not grant it: {}",
-                u.cand, u.inc, u.term, u.row
-            ),
-            at_s: (u.t as f64 - start_ns as f64) / 1e9,
-            excerpt: Vec::new(),
-        });
-    }
     let mut by_kind = BTreeMap::new();
     for f in &faults {
         *by_kind.entry(f.kind.clone()).or_insert(0) += 1;
     }
     if let Ok(path) = std::env::var("SIM_DUMP") {
         let mut all: Vec<(u64, String)> = Vec::new();
-        all.extend(events.iter().map(|e| (0, format!("{e:?}"))));
+        for (e, (events, writes)) in histories.iter().enumerate() {
+            let el = ELECTIONS[e];
+            all.extend(events.iter().map(|x| (0, format!("{el} {x:?}"))));
+            all.extend(writes.iter().map(|w| (w.t, format!("{el} {w:?}"))));
+        }
         all.extend(faults.iter().map(|f| (f.start, format!("{f:?}"))));
-        all.extend(writes.iter().map(|w| (w.t, format!("{w:?}"))));
         let mut text: Vec<String> = all.into_iter().map(|(_, l)| l).collect();
         if let Some(t) = &world.trace {
             text.extend(lock(t).iter().cloned());
@@ -496,7 +540,7 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
     let digest = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{events:?}{writes:?}{faults:?}").hash(&mut h);
+        format!("{histories:?}{faults:?}").hash(&mut h);
         h.finish()
     };
     Ok(Outcome {
@@ -516,10 +560,12 @@ fn within_bound(world: &World) -> f64 {
 fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, usize)>) {
     let ttl = world.cfg.ttl;
     let now = Instant::now();
-    let leader = slots
-        .iter()
-        .position(|s| s.proc.as_ref().is_some_and(|p| p.elector.is_leader()));
-    let (i, kind, span) = {
+    let leader = slots.iter().position(|s| {
+        s.proc
+            .as_ref()
+            .is_some_and(|p| p.electors.iter().any(Elector::is_leader))
+    });
+    let (i, kind, span, e) = {
         let mut rng = world.rng();
         let i = match leader {
             Some(l) if rng.gen_bool(0.6) => l,
@@ -534,6 +580,7 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             "resign",
             "transfer",
             "shutdown",
+            "operator",
         ];
         if !world.cfg.clock_beyond_bound {
             kinds.push("clock");
@@ -542,7 +589,8 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             kinds.extend(["store-step", "store-step"]);
         }
         let kind = kinds[rng.gen_range(0..kinds.len())];
-        (i, kind, ttl.mul_f64(rng.gen_range(0.5..3.0)))
+        let span = ttl.mul_f64(rng.gen_range(0.5..3.0));
+        (i, kind, span, rng.gen_range(0..ELECTIONS.len()))
     };
     let slot = &mut slots[i];
     let t = world.now_ns();
@@ -598,20 +646,21 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
         }
         "resign" | "transfer" => {
             let Some(p) = &slot.proc else { return };
-            let e = p.elector.clone();
+            let el = p.electors[e].clone();
             let to = format!("c{}", world.rng().gen_range(1..=world.cfg.candidates));
             let detail = if kind == "resign" {
                 tokio::spawn(async move {
-                    let _ = e.resign().await;
+                    let _ = el.resign().await;
                 });
                 String::new()
             } else {
                 let to2 = to.clone();
                 tokio::spawn(async move {
-                    let _ = e.transfer(&to2).await;
+                    let _ = el.transfer(&to2).await;
                 });
                 format!("to {to}")
             };
+            let detail = format!("{} {detail}", ELECTIONS[e]);
             world.record_fault(kind, &slot.name, t, t, detail);
         }
         "shutdown" => {
@@ -619,7 +668,9 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             // may start while the old one is still releasing.
             let Some(p) = slot.proc.take() else { return };
             tokio::spawn(async move {
-                let _ = p.elector.shutdown().await;
+                for el in &p.electors {
+                    let _ = el.shutdown().await;
+                }
                 for t in &p.tasks {
                     t.abort();
                 }
@@ -661,7 +712,8 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
             world.store_clock.step(by);
             world.record_fault("store-step", "store", t, t, format!("store clock +{by:?}"));
         }
-        "replay" => replay(world, t),
+        "replay" => replay(world, e, t),
+        "operator" => operator(world, e, t),
         _ => {}
     }
 }
@@ -669,8 +721,8 @@ fn nemesis(world: &Arc<World>, slots: &mut [Slot], restarts: &mut Vec<(Instant, 
 /// Replays a renew and a release of a stale tenure straight at the store,
 /// as a statement delayed in the network would arrive; a stale tenure is
 /// one whose term is below the row's current term.
-fn replay(world: &Arc<World>, t: u64) {
-    let key = ElectionKey::new("default", ELECTION);
+fn replay(world: &Arc<World>, e: usize, t: u64) {
+    let key = election_key(e);
     let w = world.clone();
     tokio::spawn(async move {
         let Ok(Some(row)) = w.store.read(&key).await else {
@@ -678,7 +730,7 @@ fn replay(world: &Arc<World>, t: u64) {
         };
         let stale: Vec<Tenure> = lock(&w.tenures)
             .iter()
-            .filter(|x| x.term < row.term)
+            .filter(|x| x.key == key && x.term < row.term)
             .cloned()
             .collect();
         if stale.is_empty() {
@@ -696,6 +748,38 @@ fn replay(world: &Arc<World>, t: u64) {
             if released { "ACCEPTED" } else { "refused" },
         );
         w.record_fault("replay", "store", t, t, detail);
+    });
+}
+
+/// `tenure resign` or `tenure transfer` run by an operator on another
+/// machine: a hand-over request written on the lease of election `e`, which
+/// the leader hears by push or by its next renewal failing.
+fn operator(world: &Arc<World>, e: usize, t: u64) {
+    let key = election_key(e);
+    let to = world.rng().gen_range(0..=world.cfg.candidates);
+    let w = world.clone();
+    tokio::spawn(async move {
+        let store: tenure::store::DynStore = w.store.clone();
+        let (asked, done) = if to == 0 {
+            (
+                "resign".to_string(),
+                tenure::handover::resign(&store, &key).await,
+            )
+        } else {
+            let target = format!("c{to}");
+            let window = w.cfg.ttl * 3;
+            let done = tenure::handover::transfer(&store, &key, &target, window).await;
+            (format!("transfer to {target}"), done)
+        };
+        if done.is_ok() {
+            w.announce(&key);
+        }
+        let detail = format!(
+            "{} {asked}: {}",
+            ELECTIONS[e],
+            done.map_or_else(|err| err.to_string(), |r| format!("term {} marked", r.term))
+        );
+        w.record_fault("operator", "store", t, t, detail);
     });
 }
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::store::{History, LeaseStoreExt, Membership, PushHealth, Wakeups};
+use tenure::testing::{Batched, Statement};
 
 use async_trait::async_trait;
 use tenure::store::memory::MemoryStore;
@@ -69,17 +70,115 @@ impl Net {
     }
 }
 
-/// The store as one candidate sees it.
+/// One candidate's process and its link to the shared store: every call
+/// goes through [`Link::call`].
 #[derive(Debug)]
-pub struct FaultyStore {
+pub struct Link {
     pub world: Arc<World>,
     /// The shared store, seen from this candidate (its clock rides along
     /// for the wall-clock bug).
     pub inner: Arc<MemoryStore>,
     pub net: Arc<Net>,
     pub cand: String,
+}
+
+/// The store as one candidate sees it.
+#[derive(Debug)]
+pub struct FaultyStore {
+    link: Arc<Link>,
     /// This incarnation's push channel, where the seed's store pushes.
-    pub push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
+    push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
+    /// The renewals of one instant, gathered into one call as the Redis and
+    /// etcd stores gather theirs (with the same code): one fate for all.
+    renewals: Arc<Batched<Renewals>>,
+}
+
+impl FaultyStore {
+    pub fn new(
+        link: Link,
+        push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
+    ) -> Self {
+        let link = Arc::new(link);
+        let renewals = Batched::new(
+            Renewals(link.clone()),
+            "sim://".into(),
+            metrics::Counter::noop(),
+        );
+        Self {
+            link,
+            push,
+            renewals,
+        }
+    }
+
+    async fn call<T, Fut>(
+        &self,
+        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.link.call(f).await
+    }
+
+    /// A write through the simulated process and link ([`Self::call`])
+    /// that, where it applies (`applied` says of its answer), is announced
+    /// on the push channels, from the store's side: a write whose reply is
+    /// lost, or that lands late, is announced all the same.
+    async fn write<T, Fut>(
+        &self,
+        key: &ElectionKey,
+        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
+        applied: fn(&T) -> bool,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (key, world) = (key.clone(), self.link.world.clone());
+        self.call(move |s| async move {
+            let r = f(s).await;
+            if r.as_ref().is_ok_and(applied) {
+                world.announce(&key);
+            }
+            r
+        })
+        .await
+    }
+}
+
+/// Renewals sent together: one call through the link renews each lease in
+/// turn, with no simulated time between them.
+#[derive(Debug)]
+struct Renewals(Arc<Link>);
+
+impl Statement for Renewals {
+    type Item = Tenure;
+    type Answer = bool;
+    const CHUNK: usize = 1000;
+    const WHAT: &'static str = "renewal";
+
+    fn send(
+        &self,
+        ttl_us: i64,
+        items: Vec<&Tenure>,
+    ) -> impl Future<Output = std::result::Result<Vec<bool>, String>> + Send {
+        let tenures: Vec<Tenure> = items.into_iter().cloned().collect();
+        let ttl = Duration::from_micros(u64::try_from(ttl_us).unwrap_or(0));
+        let link = self.0.clone();
+        async move {
+            link.call(move |s| async move {
+                let mut renewed = Vec::with_capacity(tenures.len());
+                for t in &tenures {
+                    renewed.push(s.renew(t, ttl).await?);
+                }
+                Ok(renewed)
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// What happens to one call.
@@ -98,7 +197,7 @@ enum Fate {
     DelayedReply(Duration),
 }
 
-impl FaultyStore {
+impl Link {
     fn fate(&self) -> Fate {
         let w = &self.world;
         let p = w.cfg.call_fault_rate;
@@ -201,37 +300,12 @@ impl FaultyStore {
         }
         result
     }
-
-    /// A write through the simulated process and link ([`Self::call`])
-    /// that, where it applies (`applied` says of its answer), is announced
-    /// on the push channels, from the store's side: a write whose reply is
-    /// lost, or that lands late, is announced all the same.
-    async fn write<T, Fut>(
-        &self,
-        key: &ElectionKey,
-        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
-        applied: fn(&T) -> bool,
-    ) -> Result<T>
-    where
-        Fut: Future<Output = Result<T>> + Send + 'static,
-        T: Send + 'static,
-    {
-        let (key, world) = (key.clone(), self.world.clone());
-        self.call(move |s| async move {
-            let r = f(s).await;
-            if r.as_ref().is_ok_and(applied) {
-                world.announce(&key);
-            }
-            r
-        })
-        .await
-    }
 }
 
 #[async_trait]
 impl LeaseStore for FaultyStore {
     fn capabilities(&self) -> Capabilities {
-        let mut caps = self.world.store.capabilities();
+        let mut caps = self.link.world.store.capabilities();
         caps.push = self.push.is_some();
         caps.push_acquisitions = self.push.is_some();
         caps
@@ -261,14 +335,13 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn renew(&self, tenure: &Tenure, ttl: Duration) -> Result<bool> {
-        self.world.remember(tenure);
-        let tenure = tenure.clone();
-        self.call(move |s| async move { s.renew(&tenure, ttl).await })
-            .await
+        self.link.world.remember(tenure);
+        let ttl_us = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        self.renewals.call(ttl_us, tenure.clone()).await
     }
 
     async fn release(&self, tenure: &Tenure) -> Result<bool> {
-        self.world.remember(tenure);
+        self.link.world.remember(tenure);
         let tenure = tenure.clone();
         let key = tenure.key.clone();
         self.write(
@@ -428,9 +501,9 @@ impl Wakeups for FaultyStore {
         if self.push.is_none() {
             return PushHealth::NotOffered;
         }
-        let reason = if self.net.partitioned.get() {
+        let reason = if self.link.net.partitioned.get() {
             "partitioned (simulated)"
-        } else if self.world.store_down.load(Ordering::SeqCst) {
+        } else if self.link.world.store_down.load(Ordering::SeqCst) {
             "the store is restarting (simulated)"
         } else {
             return PushHealth::Up { channel };

@@ -52,6 +52,10 @@ mod runs;
 mod slots;
 
 pub use instrumented::{Instrumented, Op};
+// How the Redis and etcd stores gather the renewals of one instant into one
+// request: the simulation's store gathers its own with it, so the simulation
+// runs this code under its faults.
+pub use crate::store::util::gather::{Batched, Statement};
 
 use std::future::Future;
 use std::pin::Pin;

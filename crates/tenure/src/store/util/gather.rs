@@ -94,7 +94,10 @@ impl<T> Gather<T> {
 
 /// One statement written for many calls at once, each call answered with its
 /// own part of the outcome.
-pub(crate) trait Statement: Send + Sync + 'static {
+// Public through `testing` (the simulation gathers its renewals with it);
+// unreachable in builds without that module.
+#[allow(unreachable_pub)]
+pub trait Statement: Send + Sync + 'static {
     /// What one call contributes.
     type Item: Send + 'static;
     /// What one call is answered.
@@ -115,7 +118,8 @@ pub(crate) trait Statement: Send + Sync + 'static {
 type Reply<A> = tokio::sync::oneshot::Sender<std::result::Result<A, String>>;
 
 /// Gathers the calls of a [`Statement`] and sends them together.
-pub(crate) struct Batched<S: Statement> {
+#[allow(unreachable_pub)]
+pub struct Batched<S: Statement> {
     statement: S,
     queue: Gather<(S::Item, Reply<S::Answer>)>,
     /// Statements sent (`tenure_store_statements_total`).
@@ -132,7 +136,8 @@ impl<S: Statement> std::fmt::Debug for Batched<S> {
 impl<S: Statement> Batched<S> {
     /// `store` describes the store (redacted) for errors; `sent` counts
     /// the statements sent.
-    pub(crate) fn new(statement: S, store: String, sent: metrics::Counter) -> std::sync::Arc<Self> {
+    #[allow(unreachable_pub)]
+    pub fn new(statement: S, store: String, sent: metrics::Counter) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             statement,
             queue: Gather::new(),
@@ -170,7 +175,8 @@ impl<S: Statement> Batched<S> {
     }
 
     /// Queues `item` in `group` and waits for the statement it joins.
-    pub(crate) async fn call(
+    #[allow(unreachable_pub)]
+    pub async fn call(
         self: &std::sync::Arc<Self>,
         group: i64,
         item: S::Item,
@@ -217,7 +223,7 @@ impl<S: Statement> Batched<S> {
             () = abandoned(&mut replies) => return,
         };
         let answers = answers.and_then(|a| match a.len() {
-            len if len == n => Ok(a),
+            len if len == n => Ok(crate::bugs::misdirect_answers(a)),
             len => Err(format!("{} batch answered {len} of {n} calls", S::WHAT)),
         });
         match answers {
