@@ -142,6 +142,11 @@ pub struct World {
     /// Whether this seed's store pushes changes (even seeds; odd seeds'
     /// followers poll, as where nothing pushes).
     push: bool,
+    /// Whether this seed's store ends expired leases itself and pushes
+    /// that, and pushes renewals (seeds 2, 6, 10, ...: half the pushing
+    /// ones), as etcd does: followers then wait for the push instead of
+    /// reading at the expiry ([`sweep_expired`]).
+    store_ends_expired: bool,
     /// The candidates' push channels (see `push`).
     subscribers: Mutex<Vec<push::Subscriber>>,
     /// Tenures seen in renewals and releases, for replays.
@@ -258,12 +263,14 @@ fn start(world: &Arc<World>, slot: &mut Slot) -> tenure::Result<()> {
     let net = Arc::new(Net::default());
     let push = world.push.then(|| {
         let (tx, _) = tokio::sync::broadcast::channel(push::CHANNEL_CAPACITY);
-        world.subscribe(push::Subscriber {
+        let sub = push::Subscriber {
             cand: slot.name.clone(),
             net: net.clone(),
-            tx: tx.clone(),
-        });
-        tx
+            tx,
+            delivered: Arc::default(),
+        };
+        world.subscribe(sub.clone());
+        sub
     });
     let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
         Link {
@@ -358,6 +365,45 @@ fn work(
     })
 }
 
+/// The store's own end of expired leases, on seeds that have one (etcd
+/// deletes a lease key when its lease expires, and a live process's sweeper
+/// deletes a tenure its elector stopped renewing): a lease still naming a
+/// holder is released shortly after its expiry on the store's clock (up to
+/// a tenth of a TTL later: etcd's lessor looks every 500 ms) and the
+/// release is announced. Never before the expiry, so never a safety
+/// matter; what it exercises is followers that wait for this push instead
+/// of reading at the expiry. Not while the store is down.
+async fn sweep_expired(world: Arc<World>) {
+    let ttl = world.cfg.ttl;
+    loop {
+        let mut next = ttl;
+        let rows = if world.store_down.load(Ordering::SeqCst) {
+            Vec::new()
+        } else {
+            world.store.list(None).await.unwrap_or_default()
+        };
+        for r in rows {
+            let Some(holder) = r.holder.clone() else {
+                continue;
+            };
+            if !r.remaining.is_zero() {
+                next = next.min(r.remaining);
+                continue;
+            }
+            let tenure = Tenure {
+                key: r.key.clone(),
+                holder,
+                term: r.term,
+            };
+            if world.store.release(&tenure).await.unwrap_or(false) {
+                world.announce(&r.key);
+            }
+        }
+        let lag = ttl.mul_f64(world.rng().gen_range(0.0..0.1));
+        tokio::time::sleep(next + lag).await;
+    }
+}
+
 /// Checks the store's own row at a work tick where the elector answered
 /// `term`: it must name this elector's holder and that term, unexpired by
 /// the store's clock. Read from the shared store directly (no network, no
@@ -434,6 +480,7 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         store_down: AtomicBool::new(false),
         logs: ELECTIONS.iter().map(|_| ElectionLog::default()).collect(),
         push: seed % 2 == 0,
+        store_ends_expired: seed % 4 == 2,
         subscribers: Mutex::new(Vec::new()),
         faults: Mutex::new(Vec::new()),
         tenures: Mutex::new(Vec::new()),
@@ -456,6 +503,9 @@ async fn simulate(cfg: SimArgs, seed: u64) -> std::io::Result<Outcome> {
         };
         start(&world, &mut slot).map_err(std::io::Error::other)?;
         slots.push(slot);
+    }
+    if world.store_ends_expired {
+        tokio::spawn(sweep_expired(world.clone()));
     }
     let start_ns = world.now_ns();
     let end = Instant::now() + cfg.duration;

@@ -12,12 +12,19 @@
 //! reports itself down (`FaultyStore::push_health`), so followers read at
 //! the slow period meanwhile.
 //!
+//! On seeds where the store ends expired leases itself (as etcd does), its
+//! sweeper (`super::sweep_expired`) releases a lease at its expiry and
+//! announces that, and each channel counts what it delivered
+//! (`Subscriber::delivered`), renewals too (they wake nobody, as etcd's watch
+//! skips the rewritten state key but counts it): followers then read only
+//! when that count stood still for a TTL, as on etcd.
+//!
 //! Push never decides anything: every wake-up is followed by a read, so
 //! what this exercises is the campaign's push paths (the pushed read, the
 //! member read after a push, answering pushes late when out of line) under
 //! lost, late and repeated notifications.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rand::Rng;
@@ -38,6 +45,16 @@ pub struct Subscriber {
     pub cand: String,
     pub net: Arc<Net>,
     pub tx: broadcast::Sender<Option<ElectionKey>>,
+    /// Notifications delivered on this channel (its push activity).
+    pub delivered: Arc<AtomicU64>,
+}
+
+impl Subscriber {
+    fn deliver(&self, change: Option<ElectionKey>) {
+        if self.tx.send(change).is_ok() {
+            self.delivered.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 /// What happens to one delivery.
@@ -76,29 +93,43 @@ impl World {
             let fate = self.push_fate();
             let kind = match fate {
                 Fate::Now => {
-                    let _ = sub.tx.send(Some(key.clone()));
+                    sub.deliver(Some(key.clone()));
                     continue;
                 }
                 Fate::Dropped => "push-dropped",
                 Fate::Twice => {
-                    let _ = sub.tx.send(Some(key.clone()));
-                    let _ = sub.tx.send(Some(key.clone()));
+                    sub.deliver(Some(key.clone()));
+                    sub.deliver(Some(key.clone()));
                     "push-twice"
                 }
                 Fate::Delayed(d) => {
                     let key = key.clone();
-                    let tx = sub.tx.clone();
-                    let net = sub.net.clone();
+                    let sub = sub.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(d).await;
-                        if !net.dead.load(Ordering::SeqCst) && !net.partitioned.get() {
-                            let _ = tx.send(Some(key));
+                        if !sub.net.dead.load(Ordering::SeqCst) && !sub.net.partitioned.get() {
+                            sub.deliver(Some(key));
                         }
                     });
                     "push-delayed"
                 }
             };
             self.record_fault(kind, &sub.cand, t, t, String::new());
+        }
+    }
+
+    /// A renewal of `key` just applied, on a store that pushes the ends of
+    /// expired leases: it wakes nobody but counts as activity on every live,
+    /// connected channel (delivered at once; the faults are on the
+    /// notifications that wake).
+    pub fn count_renewal(&self) {
+        if !self.push || self.store_down.load(Ordering::SeqCst) {
+            return;
+        }
+        for sub in lock(&self.subscribers).iter() {
+            if !sub.net.dead.load(Ordering::SeqCst) && !sub.net.partitioned.get() {
+                sub.delivered.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -116,7 +147,7 @@ impl World {
             if sub.net.partitioned.get() {
                 reopen_after_partition(sub);
             } else {
-                let _ = sub.tx.send(None);
+                sub.deliver(None);
             }
         }
     }
@@ -142,7 +173,7 @@ fn reopen_after_partition(sub: Subscriber) {
     tokio::spawn(async move {
         sub.net.partitioned.until(false).await;
         if !sub.net.dead.load(Ordering::SeqCst) {
-            let _ = sub.tx.send(None);
+            sub.deliver(None);
         }
     });
 }

@@ -21,6 +21,7 @@ use tenure::store::{
 use tenure::{Error, Result};
 use tokio::sync::Notify;
 
+use super::push::Subscriber;
 use super::World;
 
 /// A switch tasks can wait on. Not a `watch`: tokio's watch wakes its
@@ -87,17 +88,14 @@ pub struct Link {
 pub struct FaultyStore {
     link: Arc<Link>,
     /// This incarnation's push channel, where the seed's store pushes.
-    push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
+    push: Option<Subscriber>,
     /// The renewals of one instant, gathered into one call as the Redis and
     /// etcd stores gather theirs (with the same code): one fate for all.
     renewals: Arc<Batched<Renewals>>,
 }
 
 impl FaultyStore {
-    pub fn new(
-        link: Link,
-        push: Option<tokio::sync::broadcast::Sender<Option<ElectionKey>>>,
-    ) -> Self {
+    pub fn new(link: Link, push: Option<Subscriber>) -> Self {
         let link = Arc::new(link);
         let renewals = Batched::new(
             Renewals(link.clone()),
@@ -168,10 +166,18 @@ impl Statement for Renewals {
         let ttl = Duration::from_micros(u64::try_from(ttl_us).unwrap_or(0));
         let link = self.0.clone();
         async move {
+            let world = link.world.clone();
             link.call(move |s| async move {
                 let mut renewed = Vec::with_capacity(tenures.len());
                 for t in &tenures {
-                    renewed.push(s.renew(t, ttl).await?);
+                    let ok = s.renew(t, ttl).await?;
+                    // A store that ends expired leases itself counts
+                    // renewals as push activity (etcd's watch sees the
+                    // state key rewritten).
+                    if ok && world.store_ends_expired {
+                        world.count_renewal();
+                    }
+                    renewed.push(ok);
                 }
                 Ok(renewed)
             })
@@ -308,6 +314,7 @@ impl LeaseStore for FaultyStore {
         let mut caps = self.link.world.store.capabilities();
         caps.push = self.push.is_some();
         caps.push_acquisitions = self.push.is_some();
+        caps.push_expiry = self.push.is_some() && self.link.world.store_ends_expired;
         caps
     }
 
@@ -490,7 +497,17 @@ impl RunRecords for FaultyStore {
 
 impl Wakeups for FaultyStore {
     fn subscribe(&self) -> Option<tenure::store::Changes> {
-        self.push.as_ref().map(|tx| tx.subscribe())
+        self.push.as_ref().map(|p| p.tx.subscribe())
+    }
+
+    /// What this channel delivered, where the store pushes the ends of
+    /// expired leases (the only place the campaign asks).
+    fn push_activity(&self) -> Option<u64> {
+        let p = self.push.as_ref()?;
+        self.link
+            .world
+            .store_ends_expired
+            .then(|| p.delivered.load(Ordering::SeqCst))
     }
 
     /// Down while this candidate is partitioned or the store restarts (its

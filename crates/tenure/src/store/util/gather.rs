@@ -219,6 +219,9 @@ impl<S: Statement> Batched<S> {
             pending.into_iter().unzip();
         let sent = self.statement.send(group, items.iter().collect());
         let answers = tokio::select! {
+            // The statement first, not tokio's random pick: the simulation
+            // runs this code, and one seed must give one run.
+            biased;
             answers = sent => answers,
             () = abandoned(&mut replies) => return,
         };
