@@ -60,6 +60,40 @@ async fn tree(client: &Client) -> Vec<String> {
     out
 }
 
+/// A TTL too short for the servers' tickTime (a session could end before
+/// the leader's deadline) is a usage error at the first acquisition: exit 2,
+/// naming the tick and the shortest TTL allowed, and the job never runs.
+#[test]
+fn a_ttl_too_short_for_the_tick_exits_2() {
+    if tenure_testsupport::zookeeper::classpath().is_none() && !servers::required() {
+        eprintln!("skipping: no ZooKeeper installed (apt-get install zookeeper)");
+        return;
+    }
+    let zk = ZkEnsemble::start_with_tick(1, 1500).expect("private ZooKeeper with a 1.5 s tick");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let job = format!("touch {}", marker.display());
+    let url = zk.url();
+    let all = assert_fails(
+        &[
+            "run",
+            "--store",
+            &url,
+            "--election",
+            "tick",
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &job,
+        ],
+        2,
+        &["tickTime", "at least 2.25s"],
+    );
+    assert!(!marker.exists(), "the job ran: {all}");
+}
+
 /// Creates `path` (a chroot of the tests that write) and returns its URL.
 fn chroot(zk: &ZkEnsemble, path: &str) -> String {
     let rt = rt();

@@ -63,7 +63,13 @@ impl ZkEnsemble {
     /// Starts `n` servers (1 standalone, or an ensemble) and waits (up to
     /// 60 s) until every one answers `ruok` and a quorum serves (`srvr`).
     pub fn start(n: usize) -> std::io::Result<Self> {
-        Self::start_with(n, None, Vec::new())
+        Self::start_with(n, None, Vec::new(), TICK_MS)
+    }
+
+    /// Like [`Self::start`] with a `tickTime` of `tick_ms` (sessions of 2 to
+    /// 1200 ticks, as always).
+    pub fn start_with_tick(n: usize, tick_ms: u64) -> std::io::Result<Self> {
+        Self::start_with(n, None, Vec::new(), tick_ms)
     }
 
     /// Like [`Self::start`], server `i`'s wall clock shifted by
@@ -77,7 +83,7 @@ impl ZkEnsemble {
             )));
         }
         let offsets = offsets.iter().map(|o| o.map(str::to_string)).collect();
-        Self::start_with(n, None, offsets)
+        Self::start_with(n, None, offsets, TICK_MS)
     }
 
     /// Like [`Self::start`], each server also serving TLS on a
@@ -88,13 +94,14 @@ impl ZkEnsemble {
         ca: &crate::tls::TestCa,
         client_auth: bool,
     ) -> std::io::Result<Self> {
-        Self::start_with(n, Some((ca, client_auth)), Vec::new())
+        Self::start_with(n, Some((ca, client_auth)), Vec::new(), TICK_MS)
     }
 
     fn start_with(
         n: usize,
         tls: Option<(&crate::tls::TestCa, bool)>,
         clock_offsets: Vec<Option<String>>,
+        tick_ms: u64,
     ) -> std::io::Result<Self> {
         let mut classpath = classpath().ok_or_else(|| {
             std::io::Error::other(
@@ -153,13 +160,13 @@ impl ZkEnsemble {
             std::fs::create_dir_all(&data)?;
             std::fs::write(data.join("myid"), format!("{}\n", i + 1))?;
             let mut cfg = format!(
-                "tickTime={TICK_MS}\ninitLimit=50\nsyncLimit=20\ndataDir={}\nclientPort={port}\n\
+                "tickTime={tick_ms}\ninitLimit=50\nsyncLimit=20\ndataDir={}\nclientPort={port}\n\
                  clientPortAddress=127.0.0.1\nminSessionTimeout={}\nmaxSessionTimeout={}\n\
                  admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr,cons\n\
                  forceSync=no\nmaxClientCnxns=0\n",
                 data.display(),
-                2 * TICK_MS,
-                1200 * TICK_MS,
+                2 * tick_ms,
+                1200 * tick_ms,
             );
             for q in &quorum {
                 cfg.push_str(q);

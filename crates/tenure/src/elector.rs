@@ -351,7 +351,9 @@ impl Elector {
     }
 
     /// Waits until this candidate leads. Errors with [`Error::Shutdown`] once the
-    /// elector has shut down.
+    /// elector has shut down, and with [`Error::InvalidConfig`] once the store
+    /// refused one of its settings (a TTL the store cannot honour, such as
+    /// one too short for a ZooKeeper ensemble's tick), which ends the campaign.
     pub async fn acquired(&self) -> Result<Leadership> {
         let mut rx = self.inner.shared.current.subscribe();
         loop {
@@ -359,13 +361,13 @@ impl Elector {
             // published in between wakes the wait below.
             rx.borrow_and_update();
             if self.inner.shared.closed.load(Ordering::Acquire) {
-                return Err(Error::Shutdown);
+                return Err(self.inner.shared.closed_error());
             }
             if let Some(l) = self.inner.shared.leadership() {
                 return Ok(l);
             }
             if rx.changed().await.is_err() {
-                return Err(Error::Shutdown);
+                return Err(self.inner.shared.closed_error());
             }
         }
     }

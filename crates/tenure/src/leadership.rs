@@ -90,6 +90,9 @@ pub(crate) struct Shared {
     pub current: watch::Sender<Option<Current>>,
     pub state: watch::Sender<State>,
     pub closed: AtomicBool,
+    /// The store's refusal of this elector's settings (a TTL it cannot
+    /// honour), which ended the campaign: `(setting, reason)`.
+    pub refused: std::sync::Mutex<Option<(&'static str, String)>>,
     /// Until when (clock nanoseconds) this candidate stays out of the member list.
     pub membership_paused_until: AtomicU64,
     /// Told when membership is paused: the membership task, asleep until
@@ -129,6 +132,7 @@ impl Shared {
             current: watch::Sender::new(None),
             state: watch::Sender::new(State::NoLeader),
             closed: AtomicBool::new(false),
+            refused: std::sync::Mutex::new(None),
             membership_paused_until: AtomicU64::new(0),
             membership_pause_set: tokio::sync::Notify::new(),
             heartbeat_sent_ns: AtomicU64::new(0),
@@ -140,6 +144,18 @@ impl Shared {
             store,
             metadata: Arc::new(std::sync::Mutex::new(metadata)),
             seat: None,
+        }
+    }
+
+    /// Why the campaign is over: the store's refusal of a setting, which
+    /// no retry mends, or a shutdown.
+    pub(crate) fn closed_error(&self) -> Error {
+        match &*self.refused.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((field, reason)) => Error::InvalidConfig {
+                field,
+                reason: reason.clone(),
+            },
+            None => Error::Shutdown,
         }
     }
 

@@ -56,6 +56,54 @@ async fn a_ttl_longer_than_the_granted_session_timeout_is_a_usage_error() {
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
 }
 
+/// A lease session of twice the TTL outlives the holder's deadline only
+/// while `tickTime` is at most 2/3 of the TTL: a TTL too short for the
+/// ensemble's tick is refused as a usage error naming both fixes, and
+/// nothing is written; an elector with that TTL stops campaigning and
+/// answers the refusal (no retry mends it); a TTL the tick allows works.
+/// The servers tick every 1.5 s (so grant sessions of 3 s or more): 2 s is
+/// too short, 3 s is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_too_short_for_the_ensembles_tick_is_a_usage_error() {
+    if tenure_testsupport::zookeeper::classpath().is_none() && !servers::required() {
+        eprintln!("skipping: no ZooKeeper installed (apt-get install zookeeper)");
+        return;
+    }
+    let zk = ZkEnsemble::start_with_tick(1, 1500).expect("private ZooKeeper with a 1.5 s tick");
+    let store = connect(&zk.url(), &opts()).await.expect("store");
+    let key = ElectionKey::new("default", "long-tick");
+    let err = store
+        .try_acquire(&claim(&key, "a#1", Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert!(err.is_usage(), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("tickTime"), "{text}");
+    assert!(text.contains("at least 2.25s"), "{text}");
+    assert!(
+        store.read(&key).await.expect("read").is_none(),
+        "nothing written"
+    );
+    let elector = Elector::builder(store.clone())
+        .election("long-tick")
+        .ttl(Duration::from_secs(2))
+        .build()
+        .expect("elector");
+    let answer = tokio::time::timeout(Duration::from_secs(20), elector.acquired())
+        .await
+        .expect("the elector answers the refusal, not retries");
+    let err = answer.expect_err("refused");
+    assert!(
+        err.is_usage() && err.to_string().contains("tickTime"),
+        "{err:?}"
+    );
+    let got = store
+        .try_acquire(&claim(&key, "a#1", Duration::from_secs(3)))
+        .await
+        .expect("acquire");
+    assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
+}
+
 /// Kill 2 of 3 servers: the leader cannot renew and must step down by its
 /// deadline (ttl), without panicking; it keeps campaigning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,6 +57,18 @@ impl Campaign {
         }
         match attempt {
             None => Ok(Duration::ZERO),
+            // The store cannot honour a setting (a TTL out of its range):
+            // no retry mends that, so the campaign ends and `acquired()`
+            // answers the refusal.
+            Some(Err(Error::InvalidConfig { field, reason })) => {
+                tracing::error!(election = %self.config.key, "the store refuses this elector's {field}: {reason}");
+                *self
+                    .shared
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some((field, reason));
+                Err(Next::Stop)
+            }
             Some(Err(e)) => Ok(self.follower_failed("acquiring the lease", &e)),
             Some(Ok(Acquire::Held(rec))) => {
                 self.store_ok();

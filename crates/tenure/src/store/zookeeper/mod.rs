@@ -234,6 +234,7 @@ impl Inner {
                 return Ok(c.clone());
             }
         }
+        self.check_tick(Duration::from_millis(key)).await?;
         let wanted = lease_session_timeout(Duration::from_millis(key));
         let c = self.open(wanted).await?;
         let granted = c.session_timeout();
@@ -251,6 +252,37 @@ impl Inner {
         }
         sessions.insert(key, c.clone());
         Ok(c)
+    }
+
+    /// Refuses a TTL the ensemble's `tickTime` is too long for: a lease
+    /// session of twice the TTL outlives the holder's deadline only while
+    /// `tickTime` is at most 2/3 of the TTL ([`lease_session_timeout`]).
+    /// ZooKeeper does not tell clients its tick, but it grants no session
+    /// shorter than `minSessionTimeout`, two ticks unless configured
+    /// otherwise; so a probe session asks for 4/3 of the TTL, and is
+    /// granted more only if two ticks exceed that. A probe shorter than a
+    /// second can time out in its handshake on a busy machine, so TTLs
+    /// under 750 ms are probed with 1 s: a tick over half a second is
+    /// refused there, a shorter one still too long for the TTL goes unseen.
+    async fn check_tick(&self, ttl: Duration) -> Result<()> {
+        let asked = (ttl * 4 / 3).max(Duration::from_secs(1));
+        let granted = self.open(asked).await?.session_timeout();
+        if granted <= asked {
+            return Ok(());
+        }
+        let tick = granted / 2;
+        Err(Error::config(
+            "ttl",
+            format!(
+                "{ttl:?} is too short for this ensemble's tickTime: the servers grant no \
+                 session under {granted:?}, which by default is two ticks of {tick:?}, and a \
+                 ZooKeeper session can end up to a tick and a renewal period early, before \
+                 the leader's deadline, unless tickTime is at most 2/3 of the TTL; use a TTL \
+                 of at least {:?}, or a tickTime (and minSessionTimeout) of at most {:?}",
+                Duration::from_millis(ms(tick * 3 / 2)),
+                Duration::from_millis(ms(ttl * 2 / 3))
+            ),
+        ))
     }
 
     /// The ZooKeeper leader's clock now, in µs since the epoch: the `mtime`
