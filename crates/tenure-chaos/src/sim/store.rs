@@ -109,18 +109,7 @@ impl FaultyStore {
         }
     }
 
-    async fn call<T, Fut>(
-        &self,
-        f: impl FnOnce(Arc<MemoryStore>) -> Fut + Send + 'static,
-    ) -> Result<T>
-    where
-        Fut: Future<Output = Result<T>> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.link.call(f).await
-    }
-
-    /// A write through the simulated process and link ([`Self::call`])
+    /// A write through the simulated process and link ([`Link::call`])
     /// that, where it applies (`applied` says of its answer), is announced
     /// on the push channels, from the store's side: a write whose reply is
     /// lost, or that lands late, is announced all the same.
@@ -135,14 +124,15 @@ impl FaultyStore {
         T: Send + 'static,
     {
         let (key, world) = (key.clone(), self.link.world.clone());
-        self.call(move |s| async move {
-            let r = f(s).await;
-            if r.as_ref().is_ok_and(applied) {
-                world.announce(&key);
-            }
-            r
-        })
-        .await
+        self.link
+            .call(move |s| async move {
+                let r = f(s).await;
+                if r.as_ref().is_ok_and(applied) {
+                    world.announce(&key);
+                }
+                r
+            })
+            .await
     }
 }
 
@@ -361,12 +351,15 @@ impl LeaseStore for FaultyStore {
 
     async fn read(&self, key: &ElectionKey) -> Result<Option<LeaseRecord>> {
         let key = key.clone();
-        self.call(move |s| async move { s.read(&key).await }).await
+        self.link
+            .call(move |s| async move { s.read(&key).await })
+            .await
     }
 
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<LeaseRecord>> {
         let ns = namespace.map(str::to_string);
-        self.call(move |s| async move { s.list(ns.as_deref()).await })
+        self.link
+            .call(move |s| async move { s.list(ns.as_deref()).await })
             .await
     }
 
@@ -423,7 +416,8 @@ impl LeaseStore for FaultyStore {
 impl Membership for FaultyStore {
     async fn heartbeat(&self, member: &Member, ttl: Duration) -> Result<()> {
         let member = member.clone();
-        self.call(move |s| async move { s.heartbeat(&member, ttl).await })
+        self.link
+            .call(move |s| async move { s.heartbeat(&member, ttl).await })
             .await
     }
 
@@ -433,25 +427,30 @@ impl Membership for FaultyStore {
         ttl: Duration,
     ) -> Result<Option<LeaseRecord>> {
         let member = member.clone();
-        self.call(move |s| async move { s.heartbeat_and_read(&member, ttl).await })
+        self.link
+            .call(move |s| async move { s.heartbeat_and_read(&member, ttl).await })
             .await
     }
 
     async fn leave(&self, key: &ElectionKey, holder: &str) -> Result<bool> {
         let (key, holder) = (key.clone(), holder.to_string());
-        self.call(move |s| async move { s.leave(&key, &holder).await })
+        self.link
+            .call(move |s| async move { s.leave(&key, &holder).await })
             .await
     }
 
     async fn members(&self, key: &ElectionKey) -> Result<Vec<MemberRecord>> {
         let key = key.clone();
-        self.call(move |s| async move { s.members(&key).await })
+        self.link
+            .call(move |s| async move { s.members(&key).await })
             .await
     }
 
     async fn reap(&self, key: &ElectionKey) -> Result<u64> {
         let key = key.clone();
-        self.call(move |s| async move { s.reap(&key).await }).await
+        self.link
+            .call(move |s| async move { s.reap(&key).await })
+            .await
     }
 }
 
@@ -459,7 +458,8 @@ impl Membership for FaultyStore {
 impl History for FaultyStore {
     async fn history(&self, key: &ElectionKey, limit: usize) -> Result<Vec<HistoryRecord>> {
         let key = key.clone();
-        self.call(move |s| async move { s.history(&key, limit).await })
+        self.link
+            .call(move |s| async move { s.history(&key, limit).await })
             .await
     }
 }
@@ -469,7 +469,8 @@ impl History for FaultyStore {
 impl RunRecords for FaultyStore {
     async fn get(&self, key: &ElectionKey, name: &str) -> Result<Option<RunRecord>> {
         let (key, name) = (key.clone(), name.to_string());
-        self.call(move |s| async move { RunRecords::get(&*s, &key, &name).await })
+        self.link
+            .call(move |s| async move { RunRecords::get(&*s, &key, &name).await })
             .await
     }
 
@@ -482,15 +483,17 @@ impl RunRecords for FaultyStore {
         keep: Duration,
     ) -> Result<Option<RunRecord>> {
         let (key, name, value) = (key.clone(), name.to_string(), value.to_string());
-        self.call(move |s| async move {
-            RunRecords::put(&*s, &key, &name, &value, expected, keep).await
-        })
-        .await
+        self.link
+            .call(move |s| async move {
+                RunRecords::put(&*s, &key, &name, &value, expected, keep).await
+            })
+            .await
     }
 
     async fn list(&self, key: &ElectionKey, limit: usize) -> Result<Vec<RunRecord>> {
         let key = key.clone();
-        self.call(move |s| async move { RunRecords::list(&*s, &key, limit).await })
+        self.link
+            .call(move |s| async move { RunRecords::list(&*s, &key, limit).await })
             .await
     }
 }
