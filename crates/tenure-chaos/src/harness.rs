@@ -739,11 +739,10 @@ async fn crash_and_restart(
     let Some(mut s) = server.take() else {
         return Ok(());
     };
+    // A single server is member 0.
+    let member = member.unwrap_or(0);
     let (s, crashed) = tokio::task::spawn_blocking(move || {
-        let r = match member {
-            Some(m) => s.crash_member(m),
-            None => s.crash(),
-        };
+        let r = s.crash_member(member);
         (s, r)
     })
     .await
@@ -752,10 +751,7 @@ async fn crash_and_restart(
     tokio::time::sleep(hold).await;
     let (s, started) = tokio::task::spawn_blocking(move || {
         let mut s = s;
-        let r = match member {
-            Some(m) => s.restart_member(m),
-            None => s.start(),
-        };
+        let r = s.restart_member(member);
         (s, r)
     })
     .await

@@ -71,18 +71,8 @@ impl Private {
         }
     }
 
-    /// SIGKILL, as a crash (PostgreSQL: immediate shutdown); of the one
-    /// member of a single ZooKeeper server or etcd member.
-    pub fn crash(&mut self) -> std::io::Result<()> {
-        self.crash_member(0)
-    }
-
-    /// Starts it again on its data.
-    pub fn start(&mut self) -> std::io::Result<()> {
-        self.restart_member(0)
-    }
-
-    /// SIGKILL of member `i` of an ensemble or cluster, keeping its data.
+    /// SIGKILL of member `i` of an ensemble or cluster, keeping its data
+    /// (a single server is member 0; PostgreSQL: immediate shutdown).
     pub fn crash_member(&mut self, i: usize) -> std::io::Result<()> {
         match self {
             Private::Db(s) => {
