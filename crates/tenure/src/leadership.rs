@@ -8,7 +8,6 @@ use serde::Serialize;
 use tokio::sync::{watch, Notify};
 
 use crate::clock::SharedClock;
-#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 use crate::error::Error;
 use crate::events::{Event, Events, StopReason};
 use crate::semaphore::Seat;
