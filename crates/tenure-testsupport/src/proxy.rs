@@ -4,9 +4,12 @@
 //! later), to close its connections ([`Proxy::reset`]) or to cut the link
 //! (connections closed and new ones refused). Bytes swallowed while the
 //! blackhole is on are gone, as on a real network whose packets are dropped
-//! past the retransmission limit: a stream protocol (HTTP/2, the PostgreSQL
-//! or MySQL protocol) then sees a broken connection. The tests and the chaos
-//! harness's network faults use it.
+//! past the retransmission limit, and a connection that lost bytes is closed
+//! when the next bytes after the gap arrive: TCP never delivers a stream
+//! with a hole in it (the kernel resets the connection instead). Delivered,
+//! such a stream would match a request-response protocol's replies to the
+//! wrong requests (RESP: each reply to the request after its own). The
+//! tests and the chaos harness's network faults use it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +30,8 @@ pub struct Proxy {
     delay_ms: Arc<AtomicU64>,
     /// The copying tasks of the connections so far (aborted by `reset`).
     pipes: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// Bytes swallowed by the blackhole so far, both directions.
+    swallowed: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -40,11 +45,13 @@ impl Proxy {
         let delay_ms = Arc::new(AtomicU64::new(0));
         let upstream = upstream.to_string();
         let pipes: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (bh, refuse, delay, tasks) = (
+        let swallowed = Arc::new(AtomicU64::new(0));
+        let (bh, refuse, delay, tasks, lost) = (
             blackhole.clone(),
             cut.clone(),
             delay_ms.clone(),
             pipes.clone(),
+            swallowed.clone(),
         );
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -53,8 +60,13 @@ impl Proxy {
                     continue;
                 }
                 let upstream = upstream.clone();
-                let (bh, refuse, delay, tasks) =
-                    (bh.clone(), refuse.clone(), delay.clone(), tasks.clone());
+                let (bh, refuse, delay, tasks, lost) = (
+                    bh.clone(),
+                    refuse.clone(),
+                    delay.clone(),
+                    tasks.clone(),
+                    lost.clone(),
+                );
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&upstream).await {
                         // Cut while connecting upstream: close this one too.
@@ -63,8 +75,8 @@ impl Proxy {
                         }
                         let (cr, cw) = client.into_split();
                         let (sr, sw) = server.into_split();
-                        let up = pipe(cr, sw, bh.clone(), delay.clone());
-                        let down = pipe(sr, cw, bh, delay);
+                        let up = pipe(cr, sw, bh.clone(), delay.clone(), lost.clone());
+                        let down = pipe(sr, cw, bh, delay, lost);
                         let mut tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
                         tasks.retain(|t| !t.is_finished());
                         tasks.extend(up.into_iter().chain(down));
@@ -78,7 +90,13 @@ impl Proxy {
             cut,
             delay_ms,
             pipes,
+            swallowed,
         })
+    }
+
+    /// Bytes the blackhole swallowed so far, in both directions.
+    pub fn swallowed_bytes(&self) -> u64 {
+        self.swallowed.load(Ordering::SeqCst)
     }
 
     /// A proxy in front of the server of the store URL `url`, and `url`
@@ -158,6 +176,7 @@ fn pipe(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     blackhole: Arc<AtomicBool>,
     delay_ms: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
 ) -> [tokio::task::AbortHandle; 2] {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
     let writer = tokio::spawn(async move {
@@ -170,13 +189,23 @@ fn pipe(
     });
     let reader = tokio::spawn(async move {
         let mut buf = vec![0u8; 16 * 1024];
+        let mut swallowed = false;
         loop {
             let n = match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
             if blackhole.load(Ordering::SeqCst) {
+                swallowed = true;
+                lost.fetch_add(n as u64, Ordering::SeqCst);
                 continue;
+            }
+            if swallowed {
+                // Bytes after a gap: close this direction (the peer reads
+                // the end of the stream, and closing its side ends the
+                // other direction too) rather than deliver a stream with a
+                // hole in it.
+                return;
             }
             let due = tokio::time::Instant::now()
                 + Duration::from_millis(delay_ms.load(Ordering::SeqCst));
@@ -186,4 +215,54 @@ fn pipe(
         }
     });
     [reader.abort_handle(), writer.abort_handle()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes the blackhole swallowed leave a gap in the stream: the next
+    /// bytes after it close the connection instead of arriving (behind the
+    /// proxy, a server that echoes what it reads).
+    #[tokio::test]
+    async fn a_stream_with_a_gap_is_closed_not_delivered() {
+        let echo = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = echo.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        let proxy = Proxy::start(&addr.to_string()).await.expect("proxy");
+        let mut c = TcpStream::connect(("127.0.0.1", proxy.port))
+            .await
+            .expect("connect");
+        let mut buf = [0u8; 64];
+        c.write_all(b"before").await.expect("write");
+        let n = c.read(&mut buf).await.expect("read");
+        assert_eq!(&buf[..n], b"before", "forwarded without a fault");
+
+        proxy.set_blackhole(true);
+        c.write_all(b"lost").await.expect("write");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while proxy.swallowed_bytes() < 4 {
+            assert!(tokio::time::Instant::now() < deadline, "nothing swallowed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        proxy.set_blackhole(false);
+        c.write_all(b"after").await.expect("write");
+        let got = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("the connection is closed, not left hanging");
+        match got {
+            Ok(0) | Err(_) => {}
+            Ok(n) => panic!(
+                "bytes after the gap were delivered: {:?}",
+                String::from_utf8_lossy(&buf[..n])
+            ),
+        }
+    }
 }
