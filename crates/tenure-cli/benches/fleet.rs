@@ -15,6 +15,8 @@
 //!   etcd `grpc_server_msg_received_total`, ZooKeeper `zk_packets_received`;
 //!   server-wide), per replica;
 //! - RSS per replica (`/proc/PID/status`);
+//! - CPU per replica: user and system time over the window
+//!   (`/proc/PID/stat`), as a percentage of one core;
 //!
 //! then `--handovers` graceful hand-overs (SIGTERM to the leader, a new
 //! replica in its place), 1.33 TTLs apart: from the signal until a read
@@ -290,6 +292,19 @@ fn connections(port: u16, pids: &HashSet<u32>) -> HashSet<String> {
         .collect()
 }
 
+/// CPU time (user and system) a process has used, in seconds.
+fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces: count from after it.
+    // Then field 3 (state) is index 0, utime (14) index 11, stime (15) 12.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -471,6 +486,7 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
     }
     let pids = fleet.pids();
     let before = counters(url, private).await;
+    let cpu_before: f64 = pids.iter().filter_map(|p| cpu_secs(*p)).sum();
     let start = Instant::now();
     let (mut peak, mut sum, mut samples) = (0, 0, 0);
     let sample =
@@ -486,6 +502,8 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu_after: f64 = pids.iter().filter_map(|p| cpu_secs(*p)).sum();
+    let cpu_pct = (cpu_after - cpu_before) / elapsed / n as f64 * 100.0;
     let after = counters(url, private).await;
     let rss: Vec<u64> = pids.iter().filter_map(|p| rss_kib(*p)).collect();
     let rss_mib = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0;
@@ -556,7 +574,7 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         format!("{:.1} / {:.1}", pct(&mut took, 0.5), pct(&mut took, 0.99))
     };
     println!(
-        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {handover} ({}) | {alive}/{n} alive, {settled} |",
+        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {cpu_pct:.3} | {handover} ({}) | {alive}/{n} alive, {settled} |",
         redact_url(url),
         sum as f64 / samples.max(1) as f64,
         took.len(),
@@ -612,8 +630,8 @@ async fn main() {
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
         o.bin, o.ttl, o.secs, o.handovers
     );
-    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | statements/s per replica | RSS MiB per replica | graceful hand-over p50 / p99 ms (n) | end |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | statements/s per replica | RSS MiB per replica | CPU % per replica | graceful hand-over p50 / p99 ms (n) | end |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for url in &o.stores {
         for &n in &o.ns {
             run(url, n, &o, &private).await;
