@@ -494,13 +494,59 @@ async fn backends_named(url: &str, name: &str) -> Vec<i32> {
         .expect("backends by application name")
 }
 
+/// The server processes of the connections named `name` on `url` whose
+/// client end, in this process, is still open: a connection the client
+/// closed (a statement cut off by its deadline) keeps its server process
+/// until the statement it ran ends, and a closed connection's server
+/// process takes a moment to go.
+async fn held_backends_named(url: &str, name: &str) -> Vec<i32> {
+    let mut admin = sqlx::PgConnection::connect(url).await.expect("admin");
+    let backends: Vec<(i32, i32)> =
+        sqlx::query_as("SELECT pid, client_port FROM pg_stat_activity WHERE application_name = $1")
+            .bind(name)
+            .fetch_all(&mut admin)
+            .await
+            .expect("backends by application name");
+    let open = established_local_ports();
+    backends
+        .into_iter()
+        .filter(|(_, port)| u16::try_from(*port).is_ok_and(|p| open.contains(&p)))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// The local ports of this machine's established TCP connections (from
+/// `/proc/net/tcp` and `tcp6`; Linux only, as the tests' servers are).
+fn established_local_ports() -> std::collections::HashSet<u16> {
+    let mut ports = std::collections::HashSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // `local_address` is ADDR:PORT in hex; state 01 is ESTABLISHED.
+            if fields.get(3) != Some(&"01") {
+                continue;
+            }
+            let port = fields
+                .get(1)
+                .and_then(|local| local.rsplit(':').next())
+                .and_then(|hex| u16::from_str_radix(hex, 16).ok());
+            ports.extend(port);
+        }
+    }
+    ports
+}
+
 /// On PostgreSQL a leader and the two followers first in line (who listen
-/// for a release) hold at most one connection each, as the server counts
-/// them by application name: their statements and their LISTEN share it.
-/// Sampled every 20 ms over three TTLs, while the leader renews and the
-/// followers read and heartbeat: never two, and mostly one (a statement
-/// cut off by its deadline on a loaded machine closes the connection until
-/// the next one opens another). A release then reaches a follower at once.
+/// for a release) hold at most one connection each: their statements and
+/// their LISTEN share it. Once every one of them listens, sampled every
+/// 20 ms over three TTLs while the leader renews and the followers read
+/// and heartbeat: never two held (the server's connections by application
+/// name whose client end is open), and mostly one (a statement cut off by
+/// its deadline on a loaded machine closes the connection until the next
+/// one opens another). A release then reaches a follower at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_leader_and_successors_hold_one_connection_each() {
     let url = servers::postgres_url();
@@ -511,13 +557,14 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
     let election = format!("one-connection-{run}");
     let ttl = Duration::from_secs(2);
     let mut electors = Vec::new();
+    let mut stores = Vec::new();
     let roles = ["leader", "first", "second"];
     for role in roles {
         let named = with_application_name(&url, &format!("{role}-{run}"));
         let store = tenure::store::connect(&named, &StoreOptions::default())
             .await
             .expect("store");
-        let elector = Elector::builder(store)
+        let elector = Elector::builder(store.clone())
             .election(election.as_str())
             .identity(role)
             .ttl(ttl)
@@ -527,20 +574,27 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
             elector.acquired().await.expect("leads");
         }
         electors.push(elector);
+        stores.push(store);
     }
-    // Settled: both followers have read and know their place in line.
+    // Settled: the leader listens for hand-over requests and both
+    // followers, having read and found their place in line, for a release
+    // (each on the connection it then keeps), and each holds one.
     let start = Instant::now();
     loop {
+        let listening = stores
+            .iter()
+            .all(|store| matches!(store.push_health(), tenure::store::PushHealth::Up { .. }));
         let mut counts = Vec::new();
         for role in roles {
-            counts.push(backends_named(&url, &format!("{role}-{run}")).await.len());
+            let held = held_backends_named(&url, &format!("{role}-{run}")).await;
+            counts.push(held.len());
         }
-        if counts == [1, 1, 1] {
+        if listening && counts == [1, 1, 1] {
             break;
         }
         assert!(
             start.elapsed() < ttl * 5,
-            "each role holds its connection: {counts:?}"
+            "each role listens ({listening}) and holds its connection: {counts:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -549,7 +603,7 @@ async fn postgres_leader_and_successors_hold_one_connection_each() {
     let mut holding_one = [0; 3];
     while start.elapsed() < ttl * 3 {
         for (i, role) in roles.iter().enumerate() {
-            let held = backends_named(&url, &format!("{role}-{run}")).await;
+            let held = held_backends_named(&url, &format!("{role}-{run}")).await;
             assert!(held.len() <= 1, "{role}: connections held {held:?}");
             holding_one[i] += held.len();
         }

@@ -670,6 +670,74 @@ async fn a_full_server_does_not_depose_a_leader() {
     assert!(leader.release(&tenure).await.unwrap());
 }
 
+/// A PostgreSQL follower that becomes first in line replaces the plain
+/// connection it read on with one that can also listen, and closes the
+/// old one before it opens the new one: it never holds two. Checked where
+/// holding two is refused: the follower connects as a role limited to one
+/// connection (a private server), and its push channel still comes up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_follower_moving_into_line_never_holds_two_connections() {
+    use tenure::store::sql::sqlx::{self, Connection};
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    let Some(server) = Server::start_or_skip(
+        Kind::Postgres,
+        ServerOptions::default(),
+        servers::required(),
+    ) else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    // Creates the tables the limited role is then allowed to use (a
+    // superuser's connections are not limited).
+    let leader_store = tenure::store::connect(&url, &options).await.unwrap();
+    let mut admin = sqlx::postgres::PgConnection::connect(&url).await.unwrap();
+    for grant in [
+        "CREATE ROLE single LOGIN CONNECTION LIMIT 1",
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO single",
+    ] {
+        sqlx::query(grant).execute(&mut admin).await.unwrap();
+    }
+    admin.close().await.unwrap();
+    let single = url.replacen("postgres://postgres@", "postgres://single@", 1);
+    assert_ne!(single, url, "the role's URL");
+    let ttl = Duration::from_secs(2);
+    let leader = tenure::Elector::builder(leader_store)
+        .election("single")
+        .identity("leader")
+        .ttl(ttl)
+        .build()
+        .unwrap();
+    leader.acquired().await.unwrap();
+    let store = tenure::store::connect(&single, &options).await.unwrap();
+    let follower = tenure::Elector::builder(store.clone())
+        .election("single")
+        .identity("follower")
+        .ttl(ttl)
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let health = store.push_health();
+        if matches!(health, tenure::store::PushHealth::Up { .. }) {
+            break;
+        }
+        assert!(
+            start.elapsed() < ttl * 5,
+            "the first in line listens on its one connection: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let released = std::time::Instant::now();
+    leader.shutdown().await.unwrap();
+    tokio::time::timeout(ttl, follower.acquired())
+        .await
+        .expect("the follower leads within a TTL of the release")
+        .unwrap();
+    eprintln!("hand-over after the release: {:?}", released.elapsed());
+    follower.shutdown().await.unwrap();
+}
+
 fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {
     Tenure {
         key: rec.key.clone(),

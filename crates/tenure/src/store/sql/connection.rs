@@ -61,6 +61,9 @@ use crate::store::ElectionKey;
 /// lease's expiry). Every follower of a fleet holds it this long per read.
 pub(super) const LINGER: Duration = Duration::from_millis(50);
 
+/// How long closing a connection that is being replaced may take.
+const REPLACED_CLOSE: Duration = Duration::from_secs(1);
+
 /// How often a kept connection's closer looks whether it is still kept.
 const KEPT_CHECK: Duration = Duration::from_secs(1);
 
@@ -284,9 +287,11 @@ impl OneConnection {
 
     /// `slot`'s connection, opened if it is closed, lent; for the push
     /// listener (`to_listen`), one that can listen. A connection that
-    /// cannot is replaced by one that can, opened before it is closed: a
-    /// leader whose first connection predates the first subscription keeps
-    /// it if the server has no other to give.
+    /// cannot is replaced by one that can: while this process leads, the
+    /// new one is opened before the old one is closed (a leader whose
+    /// first connection predates the first subscription keeps it if the
+    /// server has no other to give); otherwise the old one is closed
+    /// first, so a follower never holds two.
     async fn lent(
         &self,
         mut slot: OwnedMutexGuard<Slot>,
@@ -296,6 +301,14 @@ impl OneConnection {
             None => true,
             Some(conn) => to_listen && !conn.can_listen(),
         };
+        if replace && !self.shared.leads() {
+            if let Some(replaced) = slot.conn.take() {
+                self.shared.open.store(false, Ordering::Relaxed);
+                // Bounded: a goodbye to a server that stopped answering
+                // must not hold up the connection that replaces it.
+                let _ = tokio::time::timeout(REPLACED_CLOSE, replaced.close()).await;
+            }
+        }
         if replace {
             // One that can listen while anything subscribes: a follower
             // not in line reads on a plain one (a listener's close costs
