@@ -46,10 +46,15 @@ const CLOCK_ID: libc::clockid_t = libc::CLOCK_BOOTTIME;
 #[cfg(not(target_os = "linux"))]
 const CLOCK_ID: libc::clockid_t = libc::CLOCK_MONOTONIC;
 
-/// Longest single tokio sleep inside [`BootClock::sleep_until`]. tokio's timer runs
-/// on `CLOCK_MONOTONIC`, which stops during suspend; waking at least this often and
-/// re-reading `CLOCK_BOOTTIME` bounds how late a deadline fires after a resume.
+/// Longest single tokio sleep inside [`BootClock::sleep_until`] where no
+/// boot-time timer sleeps (`boot_timer.rs`): short sleeps, the end of a
+/// long one, other systems. tokio's timer runs on `CLOCK_MONOTONIC`, which
+/// stops during suspend; waking at least this often and re-reading the
+/// clock bounds how late a deadline fires after a resume.
 const MAX_SLEEP_SLICE: Duration = Duration::from_millis(100);
+
+#[cfg(target_os = "linux")]
+mod boot_timer;
 
 impl BootClock {
     fn read() -> Duration {
@@ -81,6 +86,11 @@ impl Clock for BootClock {
 
     fn sleep_until(&self, deadline: Duration) -> Sleep {
         Box::pin(async move {
+            // Most of the wait on one boot-time timer, where there is one.
+            #[cfg(target_os = "linux")]
+            if let Some(left) = deadline.checked_sub(Self::read()) {
+                boot_timer::sleep_most_of(left).await;
+            }
             loop {
                 let now = Self::read();
                 if now >= deadline {
@@ -168,6 +178,32 @@ mod tests {
             .await
             .expect("sleeper woke")
             .expect("no panic");
+    }
+
+    /// A long sleep wakes its task a few times, not once per slice: an
+    /// idle process must not spend its core waking up. Also in a runtime
+    /// without tokio's I/O driver, which an application may build.
+    #[test]
+    fn a_boot_clock_sleep_wakes_its_task_a_few_times_even_without_tokio_io() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let polls = Arc::new(AtomicUsize::new(0));
+        let counted = polls.clone();
+        let c = BootClock;
+        let start = c.now();
+        let deadline = start + Duration::from_millis(600);
+        let mut sleep = c.sleep_until(deadline);
+        runtime.block_on(std::future::poll_fn(move |cx| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            sleep.as_mut().poll(cx)
+        }));
+        assert!(c.now() >= deadline, "woke early");
+        let polls = polls.load(Ordering::Relaxed);
+        // The first poll, the timer's end, the rest's slice, and a spare.
+        assert!(polls <= 4, "polled {polls} times in 600 ms");
     }
 
     #[tokio::test]
