@@ -28,6 +28,7 @@ use std::time::Duration;
 use async_io::Async;
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
 };
 
 /// Timers armed at once in a process, at most: each holds a file
@@ -68,30 +69,23 @@ fn armed_for(left: Duration) -> Duration {
     left.saturating_sub((left / 100).max(Duration::from_millis(1)))
 }
 
-/// Sleeps most of `left` on a boot-time timer; whether it did. `false`
-/// (at once) when the sleep is short, when [`MAX_ARMED`] timers are armed,
-/// or when the system refused a timer: the caller then sleeps in slices.
-/// The caller re-reads its clock after it either way.
-pub(super) async fn sleep_most_of(left: Duration) -> bool {
+/// Sleeps most of `left` on a boot-time timer; returns at once when the
+/// sleep is short, when [`MAX_ARMED`] timers are armed, or when the system
+/// refused a timer. The caller re-reads its clock after it either way and
+/// sleeps what is left in slices.
+pub(super) async fn sleep_most_of(left: Duration) {
     if left < SHORTEST {
-        return false;
+        return;
     }
     let Some(_place) = Place::take() else {
-        return false;
+        return;
     };
-    let timer = match arm(armed_for(left)).and_then(Async::new) {
-        Ok(timer) => timer,
-        Err(e) => {
-            tracing::debug!("no boot-time timer ({e}); sleeping in slices");
-            return false;
-        }
+    let fired = match arm(armed_for(left)).and_then(Async::new) {
+        Ok(timer) => timer.readable().await,
+        Err(e) => Err(e),
     };
-    match timer.readable().await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!("boot-time timer failed ({e}); sleeping in slices");
-            false
-        }
+    if let Err(e) = fired {
+        tracing::debug!("no boot-time timer ({e}); sleeping in slices");
     }
 }
 
@@ -102,10 +96,10 @@ fn arm(after: Duration) -> std::io::Result<OwnedFd> {
         TimerfdClockId::Boottime,
         TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
     )?;
-    let value = rustix::time::Timespec::try_from(after.max(Duration::from_nanos(1)))
+    let value = Timespec::try_from(after.max(Duration::from_nanos(1)))
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let once = Itimerspec {
-        it_interval: rustix::time::Timespec {
+        it_interval: Timespec {
             tv_sec: 0,
             tv_nsec: 0,
         },
