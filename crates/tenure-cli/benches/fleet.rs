@@ -13,7 +13,11 @@
 //! - requests per second, counted by the server (PostgreSQL transactions of
 //!   the database, MariaDB `Questions`, Redis `total_commands_processed`,
 //!   etcd `grpc_server_msg_received_total`, ZooKeeper `zk_packets_received`;
-//!   server-wide), per replica;
+//!   server-wide), per replica, and apart for the leader and a follower:
+//!   before the fleets, one replica alone (N = 1, a leader with no
+//!   followers) is measured over the same window, and a follower's figure
+//!   is what N replicas cost beyond that leader, over N − 1 (the server's
+//!   background and the bench's own counter reads fall out with it);
 //! - RSS per replica (`/proc/PID/status`);
 //! - CPU per replica: user and system time over the window
 //!   (`/proc/PID/stat`), as a percentage of one core;
@@ -149,6 +153,33 @@ fn port_of(url: &str) -> u16 {
         .and_then(|host| host.rsplit_once(':'))
         .and_then(|(_, port)| port.parse().ok())
         .unwrap_or(default)
+}
+
+/// What one idle window cost the server, per second, server-wide.
+#[derive(Clone, Copy)]
+struct Rates {
+    requests: f64,
+    statements: f64,
+}
+
+impl Rates {
+    /// What each of the `n - 1` followers costs, beyond the leader alone.
+    fn per_follower(self, alone: Rates, n: usize) -> Rates {
+        let followers = n.saturating_sub(1).max(1) as f64;
+        Rates {
+            requests: (self.requests - alone.requests) / followers,
+            statements: (self.statements - alone.statements) / followers,
+        }
+    }
+}
+
+/// A rate for the table: three decimals, "n/a" where the server does not tell.
+fn rate(r: f64) -> String {
+    if r.is_nan() {
+        "n/a".to_string()
+    } else {
+        format!("{r:.3}")
+    }
 }
 
 /// The private servers this bench started, whose counters it reads.
@@ -443,12 +474,21 @@ impl Drop for Fleet<'_> {
     }
 }
 
-async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
+/// Runs N replicas on `url` and prints their row; `alone` is what one
+/// replica alone cost (the leader), to tell a follower's share. Returns the
+/// idle window's server-wide rates.
+async fn run(
+    url: &str,
+    n: usize,
+    o: &Opts,
+    private: &Private,
+    alone: Option<Rates>,
+) -> Option<Rates> {
     let store = match tenure::store::connect(url, &StoreOptions::default()).await {
         Ok(s) => s,
         Err(e) => {
             println!("{}: skipped ({e})", redact_url(url));
-            return;
+            return None;
         }
     };
     let stamp = SystemTime::now()
@@ -476,7 +516,7 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
     fleet.procs = (0..n).map(|i| fleet.spawn(i)).collect();
     let Some((_, first)) = fleet.leader(&store, 0, o.ttl * 6).await else {
         println!("{} N={n}: nobody led", redact_url(url));
-        return;
+        return None;
     };
     tokio::time::sleep(o.ttl * 2).await;
     // Through a pooler, the direct connections (push_url) count too.
@@ -507,29 +547,36 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
     let after = counters(url, private).await;
     let rss: Vec<u64> = pids.iter().filter_map(|p| rss_kib(*p)).collect();
     let rss_mib = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0;
-    let per_replica = |d: f64| {
-        if d.is_nan() {
-            "n/a".to_string()
-        } else {
-            format!("{:.3}", d / elapsed / n as f64)
-        }
-    };
-    let (requests, statements, opened) = match (before, after) {
+    let (rates, opened) = match (before, after) {
         (Some(b), Some(a)) => (
-            per_replica(a.requests - b.requests),
-            per_replica(a.statements - b.statements),
+            Some(Rates {
+                requests: (a.requests - b.requests) / elapsed,
+                statements: (a.statements - b.statements) / elapsed,
+            }),
             if a.opened.is_nan() {
                 format!("{:.2} (ss)", new_seen as f64 / elapsed)
             } else {
                 format!("{:.2}", (a.opened - b.opened) / elapsed)
             },
         ),
-        _ => ("n/a".into(), "n/a".into(), "n/a".into()),
+        _ => (None, "n/a".into()),
     };
-    // Graceful hand-overs.
+    let per_replica = |r: Option<Rates>| -> (String, String) {
+        r.map_or(("n/a".into(), "n/a".into()), |r| {
+            (rate(r.requests / n as f64), rate(r.statements / n as f64))
+        })
+    };
+    let (requests, statements) = per_replica(rates);
+    // The leader alone, and a follower beyond it.
+    let (leader, follower) = match (rates, alone) {
+        (Some(r), _) if n == 1 => (rate(r.requests), "-".to_string()),
+        (Some(r), Some(a)) => (rate(a.requests), rate(r.per_follower(a, n).requests)),
+        _ => ("n/a".to_string(), "n/a".to_string()),
+    };
+    // Graceful hand-overs (none with no follower to take over).
     let mut took = vec![];
     let mut term = first.term - 1;
-    for _ in 0..o.handovers {
+    for _ in 0..if n > 1 { o.handovers } else { 0 } {
         let Some((idx, cur)) = fleet.leader(&store, term, o.ttl * 3).await else {
             break;
         };
@@ -574,11 +621,12 @@ async fn run(url: &str, n: usize, o: &Opts, private: &Private) {
         format!("{:.1} / {:.1}", pct(&mut took, 0.5), pct(&mut took, 0.99))
     };
     println!(
-        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {statements} | {rss_mib:.1} | {cpu_pct:.3} | {handover} ({}) | {alive}/{n} alive, {settled} |",
+        "| {} | {n} | {peak} | {:.1} | {opened} | {requests} | {leader} | {follower} | {statements} | {rss_mib:.1} | {cpu_pct:.3} | {handover} ({}) | {alive}/{n} alive, {settled} |",
         redact_url(url),
         sum as f64 / samples.max(1) as f64,
         took.len(),
     );
+    rates
 }
 
 #[tokio::main]
@@ -630,11 +678,18 @@ async fn main() {
         "tenure fleet: {} (ttl {:?}, {} s idle window, {} hand-overs)",
         o.bin, o.ttl, o.secs, o.handovers
     );
-    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | statements/s per replica | RSS MiB per replica | CPU % per replica | graceful hand-over p50 / p99 ms (n) | end |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| store | N | connections peak | connections mean | new connections/s | requests/s per replica | requests/s, leader alone | requests/s per follower | statements/s per replica | RSS MiB per replica | CPU % per replica | graceful hand-over p50 / p99 ms (n) | end |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for url in &o.stores {
-        for &n in &o.ns {
-            run(url, n, &o, &private).await;
+        // One replica alone first: the leader's share of every row below.
+        let mut ns = vec![1];
+        ns.extend(o.ns.iter().copied().filter(|&n| n != 1));
+        let mut alone = None;
+        for n in ns {
+            let rates = run(url, n, &o, &private, alone).await;
+            if n == 1 {
+                alone = rates;
+            }
         }
     }
 }
