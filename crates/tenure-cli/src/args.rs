@@ -132,29 +132,39 @@ impl StoreArgs {
         let url = self.url()?;
         tenure::store::connect(&url, &options)
             .await
-            .map_err(|e| match e {
-                tenure::Error::Unavailable { .. } => Failure::Runtime(format!(
-                    "{e}\n  hint: start the store or fix --store; `tenure run --wait` keeps retrying instead"
-                )),
-                other => other.into(),
-            })
+            .map_err(explained)
     }
 
-    /// Connects, retrying with backoff while the store is unavailable.
-    pub async fn connect_waiting(&self) -> Result<DynStore, Failure> {
+    /// Connects for a command that campaigns or serves for long, asking
+    /// again with backoff (100 ms doubling to 5 s) while the server is full
+    /// (it has no connection left to give: other clients hold them, and the
+    /// replicas of a fleet starting together must not exit for it), and with
+    /// `always` while the store is unavailable for any reason. Each refusal
+    /// is logged in the server's words.
+    pub async fn connect_waiting(&self, always: bool) -> Result<DynStore, Failure> {
         let url = self.url()?;
         let mut delay = Duration::from_millis(100);
         loop {
             match tenure::store::connect(&url, &self.options()).await {
                 Ok(s) => return Ok(s),
-                Err(e) if e.is_retryable() => {
+                Err(e) if e.is_server_full() || (always && e.is_retryable()) => {
                     tracing::warn!("{e}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(explained(e)),
             }
         }
+    }
+}
+
+/// A connection error with what to do about it.
+fn explained(e: tenure::Error) -> Failure {
+    match e {
+        tenure::Error::Unavailable { .. } => Failure::Runtime(format!(
+            "{e}\n  hint: start the store or fix --store; `tenure run --wait` keeps retrying instead"
+        )),
+        other => other.into(),
     }
 }
 
@@ -239,7 +249,9 @@ pub struct RunArgs {
     /// Restart the command when it exits while still leader, instead of exiting.
     #[arg(long)]
     pub restart: bool,
-    /// Keep retrying if the store is unreachable at start, instead of failing.
+    /// Keep retrying if the store is unreachable at start, instead of failing
+    /// (a full server, one with no connection left to give, is always waited
+    /// for, unless --no-wait).
     #[arg(long)]
     pub wait: bool,
     /// Time between SIGTERM and SIGKILL when stopping the command (default ttl/4, at most 5s).
@@ -431,7 +443,9 @@ pub struct ServeArgs {
     pub sse_keep_alive: Duration,
     #[command(flatten)]
     pub http_limits: HttpLimitArgs,
-    /// Keep retrying if the store is unreachable at start, instead of failing.
+    /// Keep retrying if the store is unreachable at start, instead of failing
+    /// (a full server, one with no connection left to give, is always waited
+    /// for).
     #[arg(long)]
     pub wait: bool,
 }

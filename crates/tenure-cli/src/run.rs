@@ -118,13 +118,20 @@ pub async fn run(a: RunArgs) -> Result<u8, Failure> {
         })?;
     a.store.require_named("tenure run")?;
     let mut signals = Signals::new()?;
-    let store = if a.wait {
-        tokio::select! {
-            s = a.store.connect_waiting() => s?,
-            code = signals.next() => return Ok(code),
-        }
-    } else {
+    // A full server is waited for like any follower's refused read, within
+    // `--timeout` if given; `--no-wait` fails at once.
+    let store = if a.no_wait {
         a.store.connect().await?
+    } else {
+        let limit = a.timeout.unwrap_or(Duration::MAX);
+        tokio::select! {
+            s = a.store.connect_waiting(a.wait) => s?,
+            code = signals.next() => return Ok(code),
+            () = tokio::time::sleep(limit) => {
+                tracing::warn!(after = ?limit, "no store connection within --timeout; not running the command (exit {EXIT_NOT_LEADER})");
+                return Ok(EXIT_NOT_LEADER);
+            }
+        }
     };
     tracing::info!("store: {}", store.describe());
     // `--once`: a KEY already settled needs no campaign at all.

@@ -173,14 +173,10 @@ pub async fn serve(a: ServeArgs) -> Result<u8, Failure> {
     if a.election.is_some() {
         a.store.require_named("tenure serve --election")?;
     }
-    let store = if a.wait {
-        tokio::select! {
-            s = a.store.connect_waiting() => s?,
-            _ = int.recv() => return Ok(0),
-            _ = term.recv() => return Ok(0),
-        }
-    } else {
-        a.store.connect().await?
+    let store = tokio::select! {
+        s = a.store.connect_waiting(a.wait) => s?,
+        _ = int.recv() => return Ok(0),
+        _ = term.recv() => return Ok(0),
     };
     tracing::info!("store: {}", store.describe());
     let elector = match &a.election {

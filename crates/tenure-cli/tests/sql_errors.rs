@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{tenure, text, BIN};
+use common::{spawn_tenure, tenure, text, BIN};
 use sqlx::{Connection, Executor};
 use tenure_testsupport::servers;
 use tenure_testsupport::servers::{Kind, Server, ServerOptions};
@@ -452,12 +452,21 @@ async fn hold(url: &str, n: usize) -> Vec<sqlx::AnyConnection> {
     held
 }
 
-/// Asserts that `tenure status --store url` fails with exit 1, quoting the
-/// server's `words` and never `secret`.
+/// Asserts that `tenure status --store url` and `tenure run --no-wait` fail
+/// with exit 1, quoting the server's `words` and never `secret`.
 fn assert_refused(dir: &Path, url: &str, words: &str, secret: &str) {
     for args in [
         vec!["status", "--store", url],
-        vec!["run", "--store", url, "--election", "full", "--", "true"],
+        vec![
+            "run",
+            "--store",
+            url,
+            "--election",
+            "full",
+            "--no-wait",
+            "--",
+            "true",
+        ],
     ] {
         let started = Instant::now();
         let out = tenure(dir, &args);
@@ -476,6 +485,57 @@ fn assert_refused(dir: &Path, url: &str, words: &str, secret: &str) {
             started.elapsed()
         );
     }
+}
+
+/// While `held` takes every connection the server has, `tenure run` (with
+/// neither `--wait` nor `--no-wait`) does not exit: it logs the server's
+/// `words` (never `secret`) and asks again, as a follower whose read was
+/// refused would. Once `held` is closed it leads and runs its command.
+async fn run_waits_for_room(
+    dir: &Path,
+    url: &str,
+    words: &str,
+    secret: &str,
+    held: Vec<sqlx::AnyConnection>,
+) {
+    let log = dir.join("waits-for-room.log");
+    let mut child = spawn_tenure(
+        dir,
+        &["run", "--store", url, "--election", "room", "--", "true"],
+        &log,
+    );
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+    let start = Instant::now();
+    // Two refusals logged: it asked again after the first.
+    while logged().matches(words).count() < 2 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "tenure run exited ({status}) while the server was full:\n{}",
+                logged()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "not two refusals quoting {words:?} within 40 s:\n{}",
+            logged()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!logged().contains(secret), "secret shown:\n{}", logged());
+    release(held).await;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "tenure run did not lead and finish within 40 s of the server having room:\n{}",
+            logged()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(0), "{}", logged());
 }
 
 /// A PostgreSQL whose connection slots are all taken, and a role whose
@@ -527,7 +587,14 @@ async fn postgres_refusing_connections_is_quoted() {
             "pw-77q",
         )
     });
-    release(held).await;
+    run_waits_for_room(
+        dir.path(),
+        &pw_url,
+        "sorry, too many clients already",
+        "pw-77q",
+        held,
+    )
+    .await;
     // Slots free again: status works and an election elects.
     tokio::task::block_in_place(|| works_again(dir.path(), &root));
 }
@@ -634,6 +701,6 @@ async fn mariadb_refusing_connections_is_quoted() {
     tokio::task::block_in_place(|| {
         assert_refused(dir.path(), &app, "Too many connections", "pw-5t1")
     });
-    release(held).await;
+    run_waits_for_room(dir.path(), &app, "Too many connections", "pw-5t1", held).await;
     tokio::task::block_in_place(|| works_again(dir.path(), &root));
 }

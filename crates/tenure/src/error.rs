@@ -189,6 +189,42 @@ impl Error {
         matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
     }
 
+    /// True when a SQL server refused a connection because it has none left
+    /// to give (PostgreSQL's "sorry, too many clients already", MySQL's "Too
+    /// many connections", a role's or user's connection limit): other clients
+    /// hold them, so asking again later may succeed, and nothing in the
+    /// caller's setup is wrong. `tenure run` and `tenure serve` wait for room
+    /// on such an error, where an unreachable store makes them exit.
+    ///
+    /// ```
+    /// let e = tenure::Error::Unavailable {
+    ///     store: "postgres://db/app".into(),
+    ///     reason: "refused".into(),
+    ///     source: None,
+    /// };
+    /// assert!(!e.is_server_full());
+    /// ```
+    pub fn is_server_full(&self) -> bool {
+        let Error::Unavailable {
+            source: Some(source),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+        {
+            source
+                .downcast_ref::<sqlx::Error>()
+                .is_some_and(crate::store::sql::is_server_full)
+        }
+        #[cfg(not(any(feature = "sqlite", feature = "mysql", feature = "postgres")))]
+        {
+            let _ = source;
+            false
+        }
+    }
+
     /// True for errors that come from the caller's input or setup: fixing the
     /// input, not retrying, is what helps. The CLI exits with code 2 for these.
     /// TLS failures count: a certificate that does not verify is a setup problem.

@@ -75,6 +75,7 @@ use std::sync::{Arc, OnceLock};
 use sqlx::AnyPool;
 use tokio::sync::mpsc::UnboundedSender;
 
+pub(crate) use errors::is_server_full;
 pub use fenced::FencedTransaction;
 pub use schema::SCHEMA_VERSION;
 /// The sqlx crate, for the statements of [`SqlStore::fenced`] and
