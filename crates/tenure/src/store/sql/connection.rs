@@ -12,9 +12,12 @@
 //! - while this process holds a lease, the connection stays open for the
 //!   whole tenure: a leader never gives it back to a server that may then
 //!   refuse it a new one, so a full server cannot depose a healthy leader;
-//! - so it does while anything in the process subscribes to pushes (a
-//!   designated successor, an observer): a woken successor's read and
-//!   acquisition must not wait for a new connection;
+//! - so it does, on PostgreSQL and SQLite, while anything in the process
+//!   subscribes to pushes (a designated successor, an observer): a woken
+//!   successor's read and acquisition must not wait for a new connection.
+//!   On MySQL/MariaDB the wake-up itself blocks a connection of its own (a
+//!   named-lock wait), which the statements adopt when it wakes
+//!   ([`OneConnection::adopt`]): a successor holds that one alone;
 //! - otherwise it is closed once it has gone [`LINGER`] unused: a follower
 //!   that reads once per TTL holds none between its reads, and the reads
 //!   of one wake-up (lease, members, acquire) still share one;
@@ -125,6 +128,10 @@ struct Shared {
     open: AtomicBool,
     /// Connections opened so far.
     opened: AtomicU64,
+    /// Which connection is in the slot: one more each time one is put
+    /// there (0: none yet). What a session holds on the server (MySQL's
+    /// named locks) went with the connection it was taken on.
+    generation: AtomicU64,
     /// Whether a task will close the connection once it is idle.
     closer: AtomicBool,
     /// Set once by the store: whether anything subscribes to its pushes.
@@ -324,6 +331,7 @@ impl OneConnection {
             if let Some(replaced) = slot.conn.replace(conn) {
                 replaced.close().await;
             }
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
             self.shared.open.store(true, Ordering::Relaxed);
             self.shared.opened.fetch_add(1, Ordering::Relaxed);
         }
@@ -348,6 +356,33 @@ impl OneConnection {
         }
         let _ = listening;
         Ok(Conn::Any(self.pool.acquire().await?.detach()))
+    }
+
+    /// Takes `conn`, a healthy connection of this store's that finished
+    /// another job (MySQL/MariaDB: a follower's lock wait, just woken by
+    /// the leader letting go), as the statements' connection if none is
+    /// open and no statement holds the slot: the read and acquisition the
+    /// wake-up causes then open none. Gives it back otherwise.
+    #[cfg(feature = "mysql")]
+    pub(super) fn adopt(&self, conn: sqlx::AnyConnection) -> Option<sqlx::AnyConnection> {
+        let Ok(mut slot) = self.slot.clone().try_lock_owned() else {
+            return Some(conn);
+        };
+        if slot.conn.is_some() {
+            return Some(conn);
+        }
+        slot.conn = Some(Conn::Any(conn));
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        self.shared.open.store(true, Ordering::Relaxed);
+        // Lent and kept at once: it closes when idle like any other.
+        drop(Lent {
+            slot,
+            in_transaction: false,
+            shared: self.shared.clone(),
+            weak_slot: Arc::downgrade(&self.slot),
+            kept: true,
+        });
+        None
     }
 
     /// This process now holds a lease of `key`: keep the connection open.
@@ -384,6 +419,22 @@ impl OneConnection {
     pub(super) fn opened(&self) -> u64 {
         self.shared.opened.load(Ordering::Relaxed)
     }
+
+    /// Which connection is open now, or was last (see [`Lent::generation`]).
+    #[cfg(feature = "mysql")]
+    pub(super) fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether this process holds a lease of `key`.
+    #[cfg(feature = "mysql")]
+    pub(super) fn leads(&self, key: &ElectionKey) -> bool {
+        self.shared
+            .leading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+    }
 }
 
 impl Shared {
@@ -407,6 +458,13 @@ impl Shared {
 }
 
 impl Lent {
+    /// Which connection this is: a later lend with the same generation has
+    /// the same connection (and what its session holds on the server).
+    #[cfg(feature = "mysql")]
+    pub(super) fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
     pub(super) fn conn(&mut self) -> &mut Conn {
         // `lend` opened it, and only `Drop` takes it out.
         match self.slot.conn.as_mut() {

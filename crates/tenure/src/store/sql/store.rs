@@ -272,8 +272,10 @@ impl LeaseStore for SqlStore {
             return self.renew_one(sql, tenure, ttl).await;
         }
         let renewed = self.batcher.renew(tenure, ttl).await;
-        if let Ok(false) = &renewed {
-            self.tenure_ended(&tenure.key);
+        match &renewed {
+            Ok(false) => self.tenure_ended(&tenure.key),
+            Ok(true) => self.wake.renewed(&tenure.key),
+            Err(_) => {}
         }
         renewed
     }

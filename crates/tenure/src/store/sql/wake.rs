@@ -89,6 +89,7 @@ impl Wake {
             Dialect::MySql => Ok(Wake::NamedLocks {
                 locks: Arc::new(super::mysql::NamedLocks::new(
                     pool.clone(),
+                    own.clone(),
                     &options.table_prefix,
                 )),
                 returning: Default::default(),
@@ -156,6 +157,17 @@ impl Wake {
         if let Some(locks) = self.named_locks() {
             let (locks, key) = (locks.clone(), key.clone());
             tokio::spawn(async move { locks.leading(&key).await });
+        }
+        #[cfg(not(feature = "mysql"))]
+        let _ = key;
+    }
+
+    /// This process renewed `key`: on MySQL/MariaDB its named lock is taken
+    /// again if the connection it was held on was replaced.
+    pub(super) fn renewed(&self, key: &ElectionKey) {
+        #[cfg(feature = "mysql")]
+        if let Some(locks) = self.named_locks() {
+            locks.renewed(key);
         }
         #[cfg(not(feature = "mysql"))]
         let _ = key;

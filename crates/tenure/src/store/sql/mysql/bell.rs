@@ -15,6 +15,7 @@
 //! itself is the conditional write, and a missed ring costs a renew period.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -79,6 +80,8 @@ struct Led {
 #[derive(Debug)]
 pub(in crate::store::sql) struct Bell {
     led: Arc<Led>,
+    /// Whether the bell's connection is open (for `connections_held`).
+    open: Arc<AtomicBool>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pool: AnyPool,
     wake: Weak<Sender>,
@@ -96,6 +99,7 @@ impl Bell {
     pub(in crate::store::sql) fn new(pool: AnyPool, wake: Weak<Sender>) -> Self {
         Self {
             led: Arc::default(),
+            open: Arc::default(),
             task: Mutex::new(None),
             pool,
             wake,
@@ -113,15 +117,21 @@ impl Bell {
         let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
         if task.as_ref().is_none_or(|t| t.is_finished()) {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let (led, pool, wake) = (
+                let (led, pool, wake, open) = (
                     Arc::downgrade(&self.led),
                     self.pool.clone(),
                     self.wake.clone(),
+                    self.open.clone(),
                 );
-                *task = Some(rt.spawn(ring_loop(led, pool, wake)));
+                *task = Some(rt.spawn(ring_loop(led, pool, wake, open)));
             }
         }
         self.led.changed.notify_waiters();
+    }
+
+    /// Whether the doorbell holds a connection now.
+    pub(in crate::store::sql) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// This process no longer leads `key`.
@@ -211,8 +221,10 @@ pub(in crate::store::sql) fn outcome(r: std::result::Result<(), sqlx::Error>) ->
 
 /// Holds the bells of the led elections and sleeps; a ring wakes every
 /// leader of this process (one read each; renewals are not affected).
-async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
+async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>, open: Arc<AtomicBool>) {
     let mut conn: Option<(AnyConnection, i64)> = None;
+    // Cleared however the loop ends (the store dropped, the task aborted).
+    let _open = OpenFlag(open.clone());
     let mut held: HashSet<String> = HashSet::new();
     // Bells wanted and found held by another connection: the previous
     // leader's, still asleep holding it (it lets go a few milliseconds after
@@ -234,6 +246,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
         if want.is_empty() {
             // Nothing led: close the connection (frees every bell) and wait.
             if let Some((c, _)) = conn.take() {
+                open.store(false, Ordering::Relaxed);
                 let _ = c.close().await;
             }
             held.clear();
@@ -242,7 +255,8 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             continue;
         }
         if conn.is_none() {
-            conn = open(&pool).await;
+            conn = self::open(&pool).await;
+            open.store(conn.is_some(), Ordering::Relaxed);
             if conn.is_none() {
                 tokio::time::sleep(RECONNECT_PAUSE).await;
                 continue;
@@ -371,6 +385,7 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
         if broken {
             // Closing frees every bell; the next round opens another.
             if let Some((c, _)) = conn.take() {
+                open.store(false, Ordering::Relaxed);
                 let _ = c.close().await;
             }
             // Bells still wanted are asked for afresh on the new connection;
@@ -378,6 +393,15 @@ async fn ring_loop(led: Weak<Led>, pool: AnyPool, wake: Weak<Sender>) {
             late.extend(held.drain());
             tokio::time::sleep(RECONNECT_PAUSE).await;
         }
+    }
+}
+
+/// Clears the doorbell's "open" flag when its task ends.
+struct OpenFlag(Arc<AtomicBool>);
+
+impl Drop for OpenFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

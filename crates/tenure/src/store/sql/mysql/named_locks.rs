@@ -1,9 +1,10 @@
 //! MySQL/MariaDB wake-ups through named locks: MySQL has no notifications, so
-//! a leader holds `GET_LOCK(<election>)` on a connection of its own while it
-//! leads, and a follower that read the lease held by someone else blocks in
-//! `GET_LOCK(<election>, timeout)` on another. A release, hand-over or the
-//! leader's connection dying frees the lock and wakes the follower within a
-//! round trip, without a query in between.
+//! a leader holds `GET_LOCK(<election>)` on its statements' connection (kept
+//! for its tenure) while it leads, and a follower that read the lease held
+//! by someone else blocks in `GET_LOCK(<election>, timeout)` on a connection
+//! of its own. A release, hand-over or the leader's connection dying frees
+//! the lock and wakes the follower within a round trip, without a query in
+//! between.
 //!
 //! The lock is a wake-up signal only, never a safety decision: the
 //! conditional write on the lease still decides who leads, and a follower
@@ -19,6 +20,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
 use super::bell::{bell_name, lock_name, Bell};
 use super::watch_bell::{self, WatchBell};
+use crate::store::sql::connection::OneConnection;
 use crate::store::util::wakeups::Wakeups;
 use crate::store::{AcquisitionWatch, Changes, ElectionKey, LeaseRecord};
 
@@ -65,9 +67,11 @@ const MAX_SPARE: usize = 4;
 /// How long a spare waiter connection is kept.
 const SPARE_IDLE: Duration = Duration::from_secs(60);
 
-/// How long the leader's `GET_LOCK` waits for a follower's waiter that holds
-/// the lock for the instant between being granted and releasing it.
-const LEADER_LOCK_WAIT_SECS: i64 = 2;
+/// How long a new leader asks again for its lock while a follower's waiter
+/// holds it for the instant between being granted and releasing it (each
+/// ask is one `GET_LOCK(.., 0)`: the statements' connection is not kept
+/// waiting).
+const LEADER_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How long the leader side's lock calls may take before the connection is
 /// dropped (which frees its locks): a blackholed connection must not hold
@@ -99,10 +103,15 @@ struct Waiting {
 #[derive(Debug)]
 pub(in crate::store::sql) struct NamedLocks {
     pool: AnyPool,
+    /// The store's statement connection: a waiter woken by a release hands
+    /// it its connection, for the read and acquisition that follow.
+    own: Arc<OneConnection>,
     prefix: String,
     wakeups: Wakeups,
-    /// The leader's lock connection and the lock names it holds.
-    held: tokio::sync::Mutex<(Option<AnyConnection>, HashSet<String>)>,
+    /// The election locks this process holds, and the statements'
+    /// connection they are held on (its generation: a replaced connection
+    /// took them with it).
+    held: tokio::sync::Mutex<(u64, HashSet<String>)>,
     /// Elections with a waiter, and what this process last read of each.
     waiting: Arc<Mutex<HashMap<ElectionKey, Waiting>>>,
     /// Waiter connections kept for the next wait, and since when.
@@ -121,15 +130,16 @@ pub(in crate::store::sql) struct NamedLocks {
 }
 
 impl NamedLocks {
-    pub(in crate::store::sql) fn new(pool: AnyPool, prefix: &str) -> Self {
+    pub(in crate::store::sql) fn new(pool: AnyPool, own: Arc<OneConnection>, prefix: &str) -> Self {
         let wakeups = Wakeups::new();
         Self {
             bell: Bell::new(pool.clone(), wakeups.downgrade()),
             watchers: WatchBell::new(pool.clone(), prefix, wakeups.downgrade()),
             pool,
+            own,
             prefix: prefix.to_string(),
             wakeups,
-            held: tokio::sync::Mutex::new((None, HashSet::new())),
+            held: tokio::sync::Mutex::new((0, HashSet::new())),
             waiting: Arc::new(Mutex::new(HashMap::new())),
             spare: Mutex::new(Vec::new()),
             freeing: Mutex::new(Vec::new()),
@@ -146,16 +156,13 @@ impl NamedLocks {
         }
     }
 
-    /// The connections held now: the leader's lock connection, the
-    /// waiters' and the spare ones (the doorbells' are not counted).
+    /// The connections held now beside the statements': the leader's
+    /// doorbell, the waiters' and the spare ones (an observer's doorbell
+    /// is not counted).
     pub(in crate::store::sql) fn connections_held(&self) -> usize {
-        let leader = self
-            .held
-            .try_lock()
-            .map_or(1, |held| usize::from(held.0.is_some()));
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len();
         let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).len();
-        leader + waiting + spare
+        usize::from(self.bell.is_open()) + waiting + spare
     }
 
     /// Whether anything in the process subscribes.
@@ -232,72 +239,107 @@ impl NamedLocks {
     pub(in crate::store::sql) async fn leading(&self, key: &ElectionKey) {
         let name = self.name(key);
         self.bell.leading(bell_name(&name), key);
-        let mut held = self.held.lock().await;
-        if held.1.contains(&name) {
-            drop(held);
-            watch_bell::ring_watchers(&self.pool, &name).await;
-            return;
-        }
-        if held.0.is_none() {
-            // A spare waiter connection first: a follower that just won
-            // kept its waiter's, and opening one (TLS, authentication)
-            // would leave the lock untaken for that long, while waiters
-            // granted it at once pause ever longer and may sleep through
-            // this tenure's first release.
-            held.0 = self.waiter_connection().await;
-        }
-        let Some(conn) = held.0.as_mut() else {
-            drop(held);
-            watch_bell::ring_watchers(&self.pool, &name).await;
-            return;
-        };
-        // The same statement asks which connections watch the election
-        // (the watcher slots first, so a lock wait does not delay them):
-        // nothing more is sent where nobody watches.
-        let sql = format!(
-            "SELECT {}, CAST(GET_LOCK(?, ?) AS SIGNED)",
-            watch_bell::slot_columns()
-        );
-        let got = tokio::time::timeout(
-            LEADER_CALL_TIMEOUT,
-            watch_bell::bind_slots(sqlx::query(&sql), &name)
-                .bind(name.as_str())
-                .bind(LEADER_LOCK_WAIT_SECS)
-                .fetch_one(&mut *conn),
-        )
-        .await;
-        let watchers = match &got {
-            Ok(Ok(row)) => Some(watch_bell::watcher_ids(row)),
-            _ => None,
-        };
-        let outcome = got.map(|r| r.map(|r| r.try_get::<Option<i64>, _>(watch_bell::SLOTS)));
-        match outcome {
-            Ok(Ok(Ok(Some(1)))) => {
-                held.1.insert(name.clone());
-            }
-            Ok(Ok(_)) => {
-                tracing::debug!(election = %key, "named lock not taken; followers wake at expiry")
-            }
-            Ok(Err(_)) | Err(_) => {
-                // A broken or hung connection: drop it (the server frees
-                // every lock it held) and start afresh.
-                tracing::debug!(election = %key, "named-lock connection failed");
-                held.0 = None;
-                held.1.clear();
-            }
-        }
-        drop(held);
-        match watchers {
+        // A leader waits on no lock: a waiter's connection kept for the
+        // next wait would only sit there. Closed after the lock is taken.
+        let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|p| p.into_inner()));
+        match self.take_lock(key, &name, LEADER_LOCK_PATIENCE).await {
             Some(ids) => watch_bell::kill_watchers(&self.pool, &ids).await,
             None => watch_bell::ring_watchers(&self.pool, &name).await,
+        }
+        for (conn, _) in spare {
+            let _ = conn.close().await;
+        }
+    }
+
+    /// After a renewal of `key`: if the statements' connection was
+    /// replaced (the one the lock was held on failed), the lock went with
+    /// it and is taken again on the new one, off the caller's path.
+    pub(in crate::store::sql) fn renewed(self: &Arc<Self>, key: &ElectionKey) {
+        let name = self.name(key);
+        if let Ok(held) = self.held.try_lock() {
+            if held.0 == self.own.generation() && held.1.contains(&name) {
+                return;
+            }
+        } else {
+            return; // being taken or freed now
+        }
+        let (locks, key) = (self.clone(), key.clone());
+        tokio::spawn(async move {
+            if let Some(ids) = locks.take_lock(&key, &name, Duration::ZERO).await {
+                watch_bell::kill_watchers(&locks.pool, &ids).await;
+            }
+        });
+    }
+
+    /// Takes `name`, the lock of `key`, on the statements' connection
+    /// unless it is held there already or this process no longer leads
+    /// `key`, asking again for `patience` while someone else holds it.
+    /// The connections watching the election, where the statement that
+    /// took it (or found it taken) said (`None`: it did not run).
+    async fn take_lock(
+        &self,
+        key: &ElectionKey,
+        name: &str,
+        patience: Duration,
+    ) -> Option<Vec<i64>> {
+        let mut held = self.held.lock().await;
+        // The same statement asks which connections watch the election
+        // (the watcher slots first): nothing more is sent where nobody
+        // watches.
+        let sql = format!(
+            "SELECT {}, CAST(GET_LOCK(?, 0) AS SIGNED)",
+            watch_bell::slot_columns()
+        );
+        let until = Instant::now() + patience;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            if held.0 == self.own.generation() && held.1.contains(name) {
+                return Some(Vec::new());
+            }
+            if !self.own.leads(key) {
+                return None;
+            }
+            let asked = tokio::time::timeout(LEADER_CALL_TIMEOUT, async {
+                let mut lent = self.own.lend().await?;
+                let generation = lent.generation();
+                let row = watch_bell::bind_slots(sqlx::query(&sql), name)
+                    .bind(name)
+                    .fetch_one(lent.conn())
+                    .await;
+                let row = lent.keep_if_ok(row).await?;
+                Ok::<_, sqlx::Error>((generation, row))
+            })
+            .await;
+            let Ok(Ok((generation, row))) = asked else {
+                // The connection was closed with the failed statement,
+                // and every lock it held with it.
+                tracing::debug!(election = %key, "named lock not taken: the connection failed");
+                held.1.clear();
+                return None;
+            };
+            if held.0 != generation {
+                held.0 = generation;
+                held.1.clear();
+            }
+            let watchers = watch_bell::watcher_ids(&row);
+            if let Ok(Some(1)) = row.try_get::<Option<i64>, _>(watch_bell::SLOTS) {
+                held.1.insert(name.to_string());
+                return Some(watchers);
+            }
+            if Instant::now() + pause > until {
+                tracing::debug!(election = %key, "named lock not taken; followers wake at expiry");
+                return Some(watchers);
+            }
+            tokio::time::sleep(pause).await;
+            pause *= 2;
         }
     }
 
     /// After a tenure of `key` ended here (released, handed over, lost):
-    /// free its lock, which wakes the followers waiting on it.
-    /// Frees the lock of a tenure that ended, in a task of its own: a release
-    /// never waits for the lock connection (it may be busy taking another
-    /// lock, or cut off). [`Self::settle`] waits for it.
+    /// frees its lock, which wakes the followers waiting on it, in a task
+    /// of its own: a release never waits for the statement that frees it
+    /// (it may queue behind another, or be cut off). [`Self::settle`]
+    /// waits for it.
     pub(in crate::store::sql) fn spawn_ended(self: &Arc<Self>, key: &ElectionKey) {
         let (locks, key) = (self.clone(), key.clone());
         let task = tokio::spawn(async move { locks.ended(&key).await });
@@ -322,20 +364,26 @@ impl NamedLocks {
         if !held.1.remove(&name) {
             return;
         }
-        let Some(conn) = held.0.as_mut() else { return };
-        let freed = tokio::time::timeout(
-            LEADER_CALL_TIMEOUT,
-            sqlx::query("SELECT RELEASE_LOCK(?)")
-                .bind(name.as_str())
-                .execute(&mut *conn),
-        )
-        .await;
-        if !matches!(freed, Ok(Ok(_))) {
-            tracing::debug!(election = %key, "named-lock connection failed");
-            // Closing the connection frees every lock it held.
-            if let Some(conn) = held.0.take() {
-                let _ = conn.close().await;
+        // Gone with its connection if that was closed or replaced since.
+        let generation = held.0;
+        if !self.own.is_open() || self.own.generation() != generation {
+            return;
+        }
+        let freed = tokio::time::timeout(LEADER_CALL_TIMEOUT, async {
+            let mut lent = self.own.lend().await?;
+            if lent.generation() != generation {
+                return lent.keep().await;
             }
+            let done = sqlx::query("SELECT RELEASE_LOCK(?)")
+                .bind(name.as_str())
+                .execute(lent.conn())
+                .await;
+            lent.keep_if_ok(done).await.map(|_| ())
+        })
+        .await;
+        if !matches!(freed, Ok(Ok(()))) {
+            // The connection was closed, which frees every lock it held.
+            tracing::debug!(election = %key, "named lock not freed: the connection failed");
             held.1.clear();
         }
     }
@@ -488,7 +536,12 @@ impl NamedLocks {
                 return true;
             }
             if asked.elapsed() >= GRANTED_AT_ONCE {
-                break true; // the leader let go while we waited
+                // The leader let go while we waited: the read this wakes
+                // runs on this connection if the statements have none.
+                if let Some(conn) = self.own.adopt(conn) {
+                    self.done_with(conn).await;
+                }
+                return true;
             }
             // Granted at once: no leader holds the lock (yet, or any more).
             // Wake anyway, and look again after a pause, or as soon as a
