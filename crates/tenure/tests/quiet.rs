@@ -1517,18 +1517,13 @@ async fn mariadb_follower_first_in_line_holds_one_connection() {
     }
     let opened = follower.connections_opened();
     let mut changes = _changes.as_ref().expect("subscribed").resubscribe();
+    let woken = woken_for(&mut changes, key.clone());
     assert!(leader.release(&tenure).await.expect("release"));
-    let woken = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match changes.recv().await {
-                Ok(Some(k)) if k == key => return,
-                Ok(_) => continue,
-                Err(e) => panic!("subscription: {e}"),
-            }
-        }
-    })
-    .await;
-    assert!(woken.is_ok(), "the release woke the follower");
+    let woken = woken.await;
+    assert!(
+        matches!(woken, Ok(Ok(Some(_)))),
+        "the release woke the follower: {woken:?}"
+    );
     assert!(
         follower
             .read(&key)
@@ -1621,18 +1616,13 @@ async fn mariadb_leader_takes_its_lock_again_on_a_new_connection() {
         "the leader renewed on a new connection"
     );
     let mut changes = _changes.as_ref().expect("subscribed").resubscribe();
+    let woken = woken_for(&mut changes, key.clone());
     assert!(leader.release(&tenure).await.expect("release"));
-    let woken = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match changes.recv().await {
-                Ok(Some(k)) if k == key => return,
-                Ok(_) => continue,
-                Err(e) => panic!("subscription: {e}"),
-            }
-        }
-    })
-    .await;
-    assert!(woken.is_ok(), "the release woke the follower");
+    let woken = woken.await;
+    assert!(
+        matches!(woken, Ok(Ok(Some(_)))),
+        "the release woke the follower: {woken:?}"
+    );
 }
 
 /// A dropped MySQL/MariaDB store takes its named-lock waiters with it: the
