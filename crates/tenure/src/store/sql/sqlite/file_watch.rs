@@ -13,6 +13,18 @@
 //! `stat` poll alone would cost a request two such waits (request → the
 //! leader, hand-over → the successor): up to 20 ms on every resign.
 //!
+//! A file event comes when a commit is written, not when it shows: with
+//! `synchronous = FULL` the log is flushed to disk in between, and on a busy
+//! disk that flush takes hundreds of milliseconds, with no file event at its
+//! end. So the task keeps one connection of its own to ask SQLite whether
+//! another connection has committed since its last read (`PRAGMA
+//! data_version`, microseconds, no lock held): once the log has changed it
+//! asks every [`CHECK_EVERY`] until the commit shows (for at most
+//! [`COMMIT_PATIENCE`]), otherwise every [`CHECK_WATCHED`], and reads the
+//! leases only when the answer moved. Where that connection cannot be had,
+//! it reads twice more after each event and when the files' size or time
+//! change, and every [`LOOK_ANYWAY`].
+//!
 //! A wake-up signal only: followers still read the lease themselves, and
 //! read when it would expire.
 
@@ -21,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use sqlx::AnyPool;
+use sqlx::{AnyConnection, AnyPool};
 
 use crate::store::sql::decode::decode_record;
 use crate::store::sql::statements::{sent, Statements};
@@ -47,6 +59,50 @@ const LOOK_ANYWAY: Duration = Duration::from_secs(1);
 
 /// Without the file to look at, everyone is woken every this many checks (80 ms).
 const FALLBACK_EVERY: u32 = 8;
+
+/// How long after a file event its commit is waited for: as long as a
+/// writer waits for the lock (`busy_timeout`). A write that commits nothing
+/// (a checkpoint copying the log into the file) ends the wait here.
+const COMMIT_PATIENCE: Duration = Duration::from_secs(5);
+
+/// SQLite's word on whether other connections committed, asked on a
+/// connection of the task's own: the answer is per connection, so a pooled
+/// one would not do. That connection never writes, so every commit counts;
+/// an idle SQLite connection is a file handle that holds no lock, so it
+/// never stands in a checkpoint's way.
+struct Commits {
+    conn: AnyConnection,
+    /// `PRAGMA data_version` at the last read of the leases.
+    read_at: Option<i64>,
+}
+
+impl Commits {
+    /// `None` where no connection can be had.
+    async fn open(pool: &AnyPool) -> Option<Self> {
+        let conn = pool
+            .acquire()
+            .await
+            .map_err(|e| tracing::debug!("no connection to count SQLite commits: {e}"))
+            .ok()?
+            // Out of the pool, which opens another in its place when it
+            // needs one: this one is the task's for as long as it runs.
+            .detach();
+        Some(Self {
+            conn,
+            read_at: None,
+        })
+    }
+
+    /// Whether another connection committed since the last time this said
+    /// so. Asked before the leases are read: a commit in between shows in
+    /// the read and moves the answer once more (one read too many, no miss).
+    async fn moved(&mut self) -> Result<bool, sqlx::Error> {
+        let now = sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+            .fetch_one(&mut self.conn)
+            .await?;
+        Ok(self.read_at.replace(now) != Some(now))
+    }
+}
 
 /// What of a lease wakes followers when it changes.
 #[derive(PartialEq, Eq)]
@@ -152,32 +208,32 @@ async fn watch(path: PathBuf, pool: AnyPool, statements: Arc<Statements>, tx: We
     let written = Arc::new(tokio::sync::Notify::new());
     // Kept for as long as this task runs: dropping it ends the watch.
     let watcher = watch_files(&path, &wal, written.clone());
+    let mut commits = Commits::open(&pool).await;
     // Events name the files by the URL's path: where the file is not there,
     // none will come, and the fallback below needs the short period.
     let mut present = false;
-    // Reads still due after a file event, whatever the files look like.
+    // With the commit count: since when a write's commit is waited for.
+    let mut awaiting: Option<Instant> = None;
+    // Without it: reads still due after a file event, whatever the files
+    // look like.
     let mut forced = 0u8;
+    let mut stamped: Option<Stamp> = None;
     let mut last: Option<Stamp> = None;
     let mut seen: HashMap<ElectionKey, Seen> = HashMap::new();
     let mut polls = 0u32;
     let mut looked = Instant::now();
     loop {
-        let check = if watcher.is_some() && present && forced == 0 {
-            CHECK_WATCHED
-        } else {
-            CHECK_EVERY
-        };
+        let fast = watcher.is_none() || !present || forced > 0 || awaiting.is_some();
+        let check = if fast { CHECK_EVERY } else { CHECK_WATCHED };
         let by_event = tokio::select! {
             _ = tokio::time::sleep(check) => false,
             _ = written.notified() => true,
         };
         if by_event {
             // A write to the log comes before its commit is visible (the
-            // wal-index, memory-mapped, says nothing to inotify): read a
-            // moment later, and once more a tick after, whatever the files
-            // look like by then.
+            // wal-index, memory-mapped, says nothing to inotify): look a
+            // moment later, and until the commit shows.
             tokio::time::sleep(EVENT_SETTLE).await;
-            forced = 2;
         }
         let Some(tx) = tx.upgrade() else { return };
         let now = stamp(&path, &wal);
@@ -191,22 +247,69 @@ async fn watch(path: PathBuf, pool: AnyPool, statements: Arc<Statements>, tx: We
             }
             continue;
         }
-        // Unchanged files need no read, except now and then: a commit can
-        // leave size and modification time as they were (a write-ahead log
-        // restarted at the same length within one tick of the coarse
-        // file-time clock), and a wake-up missed that way would cost a leader
-        // a renew period and a follower the old lease's expiry.
-        let force = forced > 0;
-        forced = forced.saturating_sub(1);
-        if !force && last.as_ref() == Some(&now) && looked.elapsed() < LOOK_ANYWAY {
+        let before = stamped.replace(now);
+        let read = match commits.as_mut() {
+            Some(counter) => {
+                // Commits are written to the log: the file alone changing is
+                // a checkpoint copying the log into it, which commits
+                // nothing. Without a log (not in WAL mode), the file.
+                let written = match before {
+                    Some(b) if now[1].is_some() => b[1] != now[1],
+                    _ => by_event || before != Some(now),
+                };
+                if written {
+                    awaiting.get_or_insert_with(Instant::now);
+                }
+                if awaiting.is_none() && looked.elapsed() < CHECK_WATCHED {
+                    continue;
+                }
+                looked = Instant::now();
+                match counter.moved().await {
+                    Ok(moved) => {
+                        if moved || awaiting.is_some_and(|t| t.elapsed() >= COMMIT_PATIENCE) {
+                            awaiting = None;
+                        }
+                        moved
+                    }
+                    Err(e) => {
+                        tracing::debug!("cannot ask SQLite for its commits: {e}");
+                        (commits, awaiting) = (None, None);
+                        true
+                    }
+                }
+            }
+            // Unchanged files need no read, except now and then: a commit
+            // can leave size and modification time as they were (a
+            // write-ahead log restarted at the same length within one tick
+            // of the coarse file-time clock), and a wake-up missed that way
+            // would cost a leader a renew period and a follower the old
+            // lease's expiry.
+            None => {
+                if by_event {
+                    forced = 2;
+                }
+                let force = forced > 0;
+                forced = forced.saturating_sub(1);
+                let read = force || last.as_ref() != Some(&now) || looked.elapsed() >= LOOK_ANYWAY;
+                if read {
+                    looked = Instant::now();
+                }
+                read
+            }
+        };
+        if !read {
             continue;
         }
-        looked = Instant::now();
         let rows = sqlx::query(&sent(Dialect::Sqlite, &statements.list_all))
             .fetch_all(&pool)
             .await;
         let Ok(rows) = rows else {
-            // Busy or mid-migration: look again next time.
+            // Busy or mid-migration: look again next time, and with the
+            // commit count, soon, whatever it says then.
+            if let Some(counter) = commits.as_mut() {
+                counter.read_at = None;
+                awaiting = Some(Instant::now());
+            }
             continue;
         };
         last = Some(now);
