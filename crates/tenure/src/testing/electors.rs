@@ -99,8 +99,9 @@ impl Conformance {
     }
 
     /// Transfers in a row, every elector alive, each reach their target
-    /// within a twentieth of the lease time (milliseconds on every store
-    /// that pushes; the bound leaves room for a loaded CI; where nothing
+    /// within a twentieth of the lease time beyond two commits as slow as
+    /// the request's (milliseconds on every store that pushes; the bound
+    /// leaves room for a loaded CI; where nothing
     /// pushes, at the target's next read, within the lease time and a
     /// quarter). A follower that is not the target must
     /// hear of the target's acquisition too: one that slept through the
@@ -156,18 +157,23 @@ impl Conformance {
                 .transfer(ids[to])
                 .await
                 .unwrap_or_else(|e| panic!("[{}] round {round}: transfer: {e}", self.name));
+            // The request is a commit, and so is the target's acquisition:
+            // on a busy disk SQLite's flush alone took 250 ms. The bound is
+            // for the target's wake-up, beyond a second commit as slow.
+            let requested = asked.elapsed();
             tokio::time::timeout(ttl * 2, electors[to].acquired())
                 .await
                 .unwrap_or_else(|_| panic!("[{}] round {round}: {} never led", self.name, ids[to]))
                 .expect("alive");
             let took = asked.elapsed();
             eprintln!(
-                "[{}] transfer {} -> {}: {took:?}",
+                "[{}] transfer {} -> {}: {took:?} (request {requested:?})",
                 self.name, ids[from], ids[to]
             );
             assert!(
-                took < bound,
-                "[{}] round {round}: transfer {} -> {} took {took:?} (TTL {ttl:?})",
+                took < bound + requested,
+                "[{}] round {round}: transfer {} -> {} took {took:?}, the request \
+                 {requested:?} of it (TTL {ttl:?})",
                 self.name,
                 ids[from],
                 ids[to]
