@@ -99,9 +99,9 @@ impl Conformance {
     }
 
     /// Transfers in a row, every elector alive, each reach their target
-    /// within a twentieth of the lease time beyond two commits as slow as
-    /// the request's (milliseconds on every store that pushes; the bound
-    /// leaves room for a loaded CI; where nothing
+    /// within a twentieth of the lease time once the request is written
+    /// (milliseconds on every store that pushes; the bound leaves room
+    /// for a loaded CI; where nothing
     /// pushes, at the target's next read, within the lease time and a
     /// quarter). A follower that is not the target must
     /// hear of the target's acquisition too: one that slept through the
@@ -157,9 +157,9 @@ impl Conformance {
                 .transfer(ids[to])
                 .await
                 .unwrap_or_else(|e| panic!("[{}] round {round}: transfer: {e}", self.name));
-            // The request is a commit, and so is the target's acquisition:
-            // on a busy disk SQLite's flush alone took 250 ms. The bound is
-            // for the target's wake-up, beyond a second commit as slow.
+            // The request is a commit that on a busy disk SQLite's flush
+            // alone makes slow: the bound is for what follows it, the
+            // target's wake-up and acquisition.
             let requested = asked.elapsed();
             tokio::time::timeout(ttl * 2, electors[to].acquired())
                 .await
