@@ -330,9 +330,14 @@ impl Conformance {
         assert_eq!(first.map(|r| r.version), Some(1), "[{name}]");
         // Expiry is the store's business (etcd checks its leases about twice
         // a second, with a minimum TTL of its own): poll generously.
+        // Timed when the read that finds it gone returns: the server judged
+        // the expiry at some moment before that, and a read held up on its
+        // way (a busy connection, a loaded machine) must not make the record
+        // look forgotten early.
         let forgotten_after = loop {
+            let read = r.get(&key, "brief").await.expect("get");
             let elapsed = started.elapsed();
-            match r.get(&key, "brief").await.expect("get") {
+            match read {
                 None => break elapsed,
                 Some(_) => {
                     assert!(
