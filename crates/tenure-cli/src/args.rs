@@ -137,8 +137,9 @@ impl StoreArgs {
 
     /// Connects for a command that campaigns or serves for long, asking
     /// again with backoff (100 ms doubling to 5 s) while the server is full
-    /// (it has no connection left to give: other clients hold them, and the
-    /// replicas of a fleet starting together must not exit for it), and with
+    /// (it has no connection left to give, or is too busy to answer: other
+    /// clients hold it, and the replicas of a fleet starting together must
+    /// not exit for it), and with
     /// `always` while the store is unavailable for any reason. Each refusal
     /// is logged in the server's words.
     pub async fn connect_waiting(&self, always: bool) -> Result<DynStore, Failure> {
@@ -250,8 +251,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub restart: bool,
     /// Keep retrying if the store is unreachable at start, instead of failing
-    /// (a full server, one with no connection left to give, is always waited
-    /// for, unless --no-wait).
+    /// (a full server, one with no connection left to give, or an etcd that
+    /// answers but is too busy to serve a read, is always waited for, unless
+    /// --no-wait).
     #[arg(long)]
     pub wait: bool,
     /// Time between SIGTERM and SIGKILL when stopping the command (default ttl/4, at most 5s).

@@ -174,7 +174,25 @@ pub enum Error {
     },
 }
 
+/// The source of an [`Error::Unavailable`] from a server that proved it is
+/// there (it answered) but did not serve a request in time: it is busy, not
+/// gone, so [`Error::is_server_full`] says to wait for it.
+#[derive(Debug, thiserror::Error)]
+#[error("the server answered but is too busy to serve another client in time")]
+pub(crate) struct Overloaded;
+
 impl Error {
+    /// An [`Error::Unavailable`] from a server that answered but did not
+    /// serve a request in time: [`Error::is_server_full`] is true for it.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub(crate) fn overloaded(store: String, reason: String) -> Self {
+        Error::Unavailable {
+            store,
+            reason,
+            source: Some(Box::new(Overloaded)),
+        }
+    }
+
     /// True for errors that may go away by themselves (store unreachable, timeouts).
     ///
     /// ```
@@ -189,12 +207,15 @@ impl Error {
         matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
     }
 
-    /// True when a SQL server refused a connection because it has none left
-    /// to give (PostgreSQL's "sorry, too many clients already", MySQL's "Too
-    /// many connections", a role's or user's connection limit): other clients
-    /// hold them, so asking again later may succeed, and nothing in the
-    /// caller's setup is wrong. `tenure run` and `tenure serve` wait for room
-    /// on such an error, where an unreachable store makes them exit.
+    /// True when a server that is there had no room for another client: a
+    /// SQL server refused a connection because it has none left to give
+    /// (PostgreSQL's "sorry, too many clients already", MySQL's "Too many
+    /// connections", a role's or user's connection limit), or an etcd
+    /// server answered its status but not a read within the connect timeout
+    /// (too busy to serve one more client now). Others hold the room, so
+    /// asking again later may succeed, and nothing in the caller's setup is
+    /// wrong. `tenure run` and `tenure serve` wait for room on such an
+    /// error, where an unreachable store makes them exit.
     ///
     /// ```
     /// let e = tenure::Error::Unavailable {
@@ -212,6 +233,9 @@ impl Error {
         else {
             return false;
         };
+        if source.downcast_ref::<Overloaded>().is_some() {
+            return true;
+        }
         #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
         {
             source
@@ -283,3 +307,25 @@ impl From<sqlx::Error> for Error {
 
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overloaded_server_counts_as_full_and_an_unreachable_one_does_not() {
+        let busy = Error::overloaded(
+            "etcd://127.0.0.1:2379".into(),
+            "answered its status but not a read within 5s".into(),
+        );
+        assert!(busy.is_server_full());
+        assert!(busy.is_retryable());
+        assert!(busy.to_string().contains("not a read within 5s"));
+        let gone = Error::Unavailable {
+            store: "etcd://127.0.0.1:2379".into(),
+            reason: "connection refused".into(),
+            source: None,
+        };
+        assert!(!gone.is_server_full());
+    }
+}

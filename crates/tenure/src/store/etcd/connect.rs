@@ -179,7 +179,14 @@ impl EtcdStore {
             }
         });
         match tokio::time::timeout(timeout, read).await {
-            Err(_) => return Err(unavailable(format!("no answer within {timeout:?}"))),
+            // It answered its status: a saturated server (hundreds of
+            // replicas starting at once), which `tenure run` waits for.
+            Err(_) => {
+                return Err(Error::overloaded(
+                    described.clone(),
+                    format!("answered its status but not a read within {timeout:?}"),
+                ))
+            }
             Ok(Err(e)) => {
                 return Err(match tls_error(&e) {
                     Some(tls) => tls.with_source(e),
