@@ -73,7 +73,9 @@ async fn no_wait_against_a_live_leader_exits_75_at_once_without_running() {
     let _leader = leader(d, &url, "nightly").await;
     let (out, took) = touch_ran(d, &url, &["--no-wait"]);
     assert_eq!(out.status.code(), Some(EXIT_NOT_LEADER), "{}", text(&out));
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // Not waiting for the leader (which never leaves): starting a debug
+    // build and connecting is all the time it takes.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(!d.join("ran").exists(), "the job must not run");
     assert!(
         text(&out).contains("another replica leads"),
@@ -101,7 +103,7 @@ async fn timeout_gives_up_after_its_time_without_running() {
     let (out, took) = touch_ran(d, &url, &["--timeout", "2s"]);
     assert_eq!(out.status.code(), Some(EXIT_NOT_LEADER), "{}", text(&out));
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
         "took {took:?}"
     );
     assert!(!d.join("ran").exists(), "the job must not run");
@@ -143,7 +145,7 @@ async fn timeout_runs_the_job_when_leadership_comes_in_time() {
 }
 
 /// Runs `tenure run --once KEY` in `dir` to completion, in the background,
-/// with `--ttl 1s` unless `extra` says otherwise.
+/// with `--ttl 3s` unless `extra` says otherwise.
 fn once(dir: &Path, url: &str, election: &str, id: &str, extra: &[&str], job: &str) -> Child {
     let mut args = vec![
         "run",
@@ -156,8 +158,12 @@ fn once(dir: &Path, url: &str, election: &str, id: &str, extra: &[&str], job: &s
         "--once",
         "2026-11-27",
     ];
+    // A lease that a renewal stuck behind the other replicas' writes on a
+    // loaded machine cannot bring within the kill grace: at 1 s (grace
+    // 250 ms) one such renewal ended term 1 during a job, which then ran
+    // again under term 2, as it must when its runner may have lost its lease.
     if !extra.contains(&"--ttl") {
-        args.extend_from_slice(&["--ttl", "1s"]);
+        args.extend_from_slice(&["--ttl", "3s"]);
     }
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "sh", "-c", job]);
@@ -200,14 +206,9 @@ async fn once_runs_the_job_once_across_replicas(store: &str) {
     };
     let election = format!("cron-{store}-{:x}", rand_u32());
     let job = "echo \"run $TENURE_TERM $TENURE_ATTEMPT\" >> runs; sleep 0.5";
-    // A lease that a renewal stuck behind the other replicas' writes on a
-    // loaded machine cannot bring within the kill grace: at 1 s (grace
-    // 250 ms) one such renewal ended term 1 during the job, which then ran
-    // again under term 2, as it must when its runner may have lost its lease.
-    let ttl: &[&str] = &["--ttl", "3s"];
     let replicas: Vec<Child> = ["r1", "r2", "r3"]
         .iter()
-        .map(|id| once(d, &url, &election, id, ttl, job))
+        .map(|id| once(d, &url, &election, id, &[], job))
         .collect();
     for r in replicas {
         assert_eq!(
@@ -226,7 +227,7 @@ async fn once_runs_the_job_once_across_replicas(store: &str) {
     );
     assert!(runs[0].ends_with(" 1"), "TENURE_ATTEMPT=1: {runs:?}");
     let start = Instant::now();
-    let late = once(d, &url, &election, "r4", ttl, job);
+    let late = once(d, &url, &election, "r4", &[], job);
     assert_eq!(exit_code(late).await, Some(0));
     assert!(
         start.elapsed() < Duration::from_secs(3),

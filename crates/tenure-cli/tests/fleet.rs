@@ -41,8 +41,11 @@ async fn fifty_replicas_fit_on_a_server_of_twenty_connections() {
                     &url,
                     "--election",
                     "fleet",
+                    // Room for a renewal stuck behind fifty starting
+                    // processes on a small machine: a lapse would rightly
+                    // stop the job, and this test is about connections.
                     "--ttl",
-                    "2s",
+                    "4s",
                     "--id",
                     &format!("r{i}"),
                     "--",
@@ -74,9 +77,9 @@ async fn fifty_replicas_fit_on_a_server_of_twenty_connections() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Three TTLs of following: every replica stays, one job runs.
+    // Two TTLs of following: every replica stays, one job runs.
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(6) {
+    while start.elapsed() < Duration::from_secs(8) {
         check_alive(&mut replicas, "following");
         let running: Vec<_> = starts(&events)
             .into_iter()

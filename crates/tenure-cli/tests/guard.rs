@@ -429,7 +429,9 @@ async fn killed_tenure_leaves_nothing_behind(kind: Kind, mode: JobCgroup) {
         "still alive 5 s after tenure was SIGKILLed: {left:?}"
     );
     eprintln!("{kind:?} {mode:?} cgroup={cgroup}: job, grandchild and setsid'd child gone {took:?} after SIGKILL of tenure");
-    assert!(took <= Duration::from_millis(100), "took {took:?}");
+    // Typically 2 ms; the bound leaves room for a busy machine's scheduling
+    // (a guard that waited for the lease instead would take seconds).
+    assert!(took <= Duration::from_millis(250), "took {took:?}");
 }
 
 #[tokio::test]
@@ -638,7 +640,8 @@ async fn frozen_tree_is_killed_right_after_sigcont(kind: Kind) {
     stop_all(&mut procs);
     eprintln!("{kind:?}: stale window after SIGCONT of the frozen tree: {stale:?}");
     assert!(
-        stale <= Duration::from_millis(50),
+        // Typically 2 ms: room for a busy machine's scheduling.
+        stale <= Duration::from_millis(150),
         "{kind:?}: job still alive {stale:?} after SIGCONT\n{}",
         logs(d)
     );

@@ -555,9 +555,11 @@ async fn frozen_holder_on(url: &str) {
         )
         .await;
         let waited = asked.elapsed();
-        // MySQL's and MariaDB's lock waits are a second; PostgreSQL's none.
+        // MySQL's and MariaDB's lock waits are a second, PostgreSQL's none;
+        // the server's default (50 s) would be far above the bound, which
+        // leaves room for a busy machine.
         assert!(
-            waited < Duration::from_millis(1_500),
+            waited < Duration::from_secs(3),
             "[{url}] an acquisition waited {waited:?} behind the frozen holder's lock"
         );
         match answer.unwrap() {

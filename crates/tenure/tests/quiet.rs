@@ -2488,10 +2488,13 @@ async fn a_follower_not_in_line_reads_at_most_once_per_ttl() {
         "the third follower read {} times in 10 TTLs",
         at.len()
     );
-    // A read's start to the next, less the 5 ms sampling and a read's own time.
+    // A read's start to the next, less the 5 ms sampling and a read's own
+    // time, either of which a busy machine can stretch: a follower that
+    // read at each expiry it saw (every 2/3 to 1 TTL) would still show
+    // gaps below it.
     let shortest = gaps.iter().min().copied().unwrap_or_default();
     assert!(
-        shortest >= ttl - Duration::from_millis(60),
+        shortest >= ttl - Duration::from_millis(200),
         "the third follower read again {shortest:?} after a read (TTL {ttl:?})"
     );
     for e in first_in_line.into_iter().chain([third, leader]) {

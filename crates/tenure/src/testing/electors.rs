@@ -371,7 +371,9 @@ impl Conformance {
         let _turn = alone().await;
         let counting = Arc::new(Instrumented::new(self.store().await));
         let store: DynStore = counting.clone();
-        let ttl = self.timing().await.ttl(Duration::from_secs(1));
+        // Two seconds: twenty followers registering must not stall the
+        // leader's renewals into a lapse, which would pick another winner.
+        let ttl = self.timing().await.ttl(Duration::from_secs(2));
         let key = self.key("herd");
         let build = |id: String, release: bool| {
             Elector::builder(store.clone())

@@ -20,7 +20,9 @@ impl Conformance {
             .hand_over(
                 &tenure(&rec),
                 &crate::store::Handover::To("b".into()),
-                t.ms(300),
+                // Long enough for three writes on a busy disk: the window
+                // must still be open when b comes.
+                Duration::from_secs(30),
                 crate::store::HandoverReason::Transfer
             )
             .await

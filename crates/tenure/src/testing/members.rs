@@ -4,7 +4,7 @@
 use crate::store::LeaseStoreExt;
 use std::time::{Duration, Instant};
 
-use super::{alone, Conformance};
+use super::{alone, shared, Conformance};
 
 impl Conformance {
     /// Waits until `holder`'s registration reads as lapsed (a few seconds,
@@ -50,7 +50,10 @@ impl Conformance {
             metadata: format!("addr of {holder}"),
             priority,
         };
-        s.heartbeat(&member("old#1", 0), t.ms(300))
+        // Registered for long: it must still be live at the reads below
+        // however slow the writes between are; the next heartbeat
+        // shortens it to 300 ms.
+        s.heartbeat(&member("old#1", 0), Duration::from_secs(30))
             .await
             .expect("join");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -104,6 +107,7 @@ impl Conformance {
     /// member that does not hold the lease, or the holder once it released,
     /// reads as lapsed.
     pub async fn the_lease_vouches_for_its_holder(&self) {
+        let _turn = shared().await;
         let s = self.store().await;
         if !self.offers(&s, super::parts::Part::Membership) {
             return;
@@ -184,6 +188,7 @@ impl Conformance {
     /// A heartbeat carried by a read registers (keeping the join time on
     /// later ones) and reads what `read` reads, before and after a term.
     pub async fn heartbeat_and_read_registers_and_reads(&self) {
+        let _turn = shared().await;
         let s = self.store().await;
         if !self.offers(&s, super::parts::Part::Membership) {
             return;
@@ -242,6 +247,7 @@ impl Conformance {
     /// `list_members` lists what `members` reads, election by election and
     /// in the same order, for one namespace and for the whole store.
     pub async fn list_members_matches_members(&self) {
+        let _turn = shared().await;
         let s = self.store().await;
         if !self.offers(&s, super::parts::Part::Membership) {
             return;

@@ -3,7 +3,7 @@
 //! check every part's group starts with, which lets a store without that
 //! part pass the group's checks with a printed note.
 
-use super::Conformance;
+use super::{shared, Conformance};
 use crate::store::DynStore;
 
 /// A part of a store, as the checks of its group name it.
@@ -34,6 +34,7 @@ impl Conformance {
     /// in one request, or counts the lease's holder as a member, offers a
     /// member list.
     pub async fn parts_match_capabilities(&self) {
+        let _turn = shared().await;
         let s = self.store().await;
         let c = s.capabilities();
         for (promised, what) in [
