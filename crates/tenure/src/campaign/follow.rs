@@ -27,14 +27,14 @@ pub(super) struct FollowerState {
     /// heartbeat can be slower than a read: etcd's are three requests); and
     /// a push that named this election ([`Woken::Notified`], not a wake-up
     /// of everyone after the channel opened or failed, where most likely
-    /// nothing changed) reads the member list beside the lease.
+    /// nothing changed) and that this follower answers at once reads the
+    /// member list beside the lease.
     pushed: Option<Woken>,
     /// The term of the last lease seen free, and when (local clock) this
     /// follower first saw it free: the succession grace counts from then.
     free_since: Option<(u64, Duration)>,
-    /// Where the store pushes: the term of the lease this follower last
-    /// ranked itself against, and when (local clock).
-    ranked: Option<(u64, Duration)>,
+    /// Where the store pushes: this follower's last ranking.
+    ranked: Option<Rank>,
     /// Whether this follower is among the first in line to succeed: where
     /// followers are frugal it listens where the store pushes, and where
     /// nothing pushes it reads more often than the others; where the push
@@ -62,6 +62,55 @@ const UNREGISTERED_RETRY: Duration = Duration::from_millis(100);
 /// successor the moment the successor takes over (or is the successor
 /// while the first is gone but not yet stale), long before its next read.
 const LISTENING_FOLLOWERS: usize = 2;
+
+/// A follower's place among the live members, as it last read them.
+#[derive(Clone, Copy)]
+struct Rank {
+    /// The term of the lease it ranked itself against, or since counted
+    /// in `place` (see [`Rank::after`]).
+    term: u64,
+    /// When it read the member list (local clock).
+    at: Duration,
+    /// Its place among the possible successors (0: the designated
+    /// successor); `None` when it was not among them.
+    place: Option<usize>,
+}
+
+impl Rank {
+    /// Whether a follower ranked as `self` must read the member list again
+    /// to know its place under a lease of `term`; if not, the rank to keep.
+    ///
+    /// An acquisition moves every follower behind the new leader up by one
+    /// place at most, and nothing but an acquisition or a member's leaving
+    /// or dying moves one up at all (joiners queue behind or push back).
+    /// So a follower far down the list need not read the whole list after
+    /// each hand-over to learn that it is still not in line: it counts the
+    /// acquisitions, and reads once it may have reached the first
+    /// [`LISTENING_FOLLOWERS`]. A fleet of N followers thus reads a few
+    /// member lists per hand-over, not N lists of N members (at 500
+    /// replicas on one etcd, 250,000 records in the seconds after each
+    /// release). Departures and deaths are what the periodic re-ranking
+    /// ([`RANK_REFRESH_TTLS`]) is for. Where terms skip numbers (etcd), a
+    /// change counts as one acquisition: every acquisition is pushed and
+    /// answered, so few go uncounted, and one that does leaves the follower
+    /// out of line (answering pushes a grace late) until that re-ranking.
+    fn after(self, term: u64, sparse_terms: bool) -> Option<Rank> {
+        if term == self.term {
+            return Some(self);
+        }
+        let acquisitions = term.checked_sub(self.term)?;
+        let moved = match sparse_terms {
+            true => 1,
+            false => usize::try_from(acquisitions).ok()?,
+        };
+        let place = self.place?.checked_sub(moved)?;
+        (place >= LISTENING_FOLLOWERS).then_some(Rank {
+            term,
+            place: Some(place),
+            ..self
+        })
+    }
+}
 
 /// What ranking a follower among the live members, under the lease it
 /// read, found ([`Campaign::rank`]).
@@ -102,6 +151,8 @@ impl Campaign {
     /// Follows until the lease is acquired (or the campaign stops). No
     /// acquisition before `hold_off` (local clock), after a step-down.
     pub(super) async fn follow(&mut self, hold_off: Option<Duration>) -> Next {
+        // A rank from before this process led says nothing of its place now.
+        self.follower.ranked = None;
         loop {
             let read = match self.read_lease().await {
                 Ok(read) => read,
@@ -130,8 +181,8 @@ impl Campaign {
     }
 
     /// Reads the lease, with this follower's heartbeat when one is due, or
-    /// with the member list after a push naming this election. `Err`: the
-    /// phase a command demands meanwhile.
+    /// with the member list after a push naming this election that it
+    /// answers at once. `Err`: the phase a command demands meanwhile.
     async fn read_lease(&mut self) -> Result<LeaseRead, Next> {
         // A timed read carries this follower's heartbeat: an idle
         // follower reads once per lease lifetime and makes no other request.
@@ -146,7 +197,10 @@ impl Campaign {
         let age = self.shared.heartbeat_age();
         let push = self.follower.pushed.take();
         let pushed = push.is_some();
-        let for_us = push == Some(Woken::Notified);
+        // Only for a follower that answers pushes at once: the member list
+        // matters to the first in line, and N followers reading it after
+        // every release read N lists of N members.
+        let for_us = push == Some(Woken::Notified) && self.push_answer_delay().is_none();
         let fused = !pushed
             && !self.shared.membership_paused()
             && age != Duration::MAX
@@ -434,12 +488,16 @@ impl Campaign {
             return Ok(Ranked::Same);
         }
         let now = self.now();
-        let due = match self.follower.ranked {
-            None => true,
-            Some((term, at)) => {
-                term != r.term || now.saturating_sub(at) >= self.timing().ttl * RANK_REFRESH_TTLS
-            }
-        };
+        let sparse_terms = self.store.capabilities().sparse_terms;
+        let kept = self
+            .follower
+            .ranked
+            .filter(|k| now.saturating_sub(k.at) < self.timing().ttl * RANK_REFRESH_TTLS)
+            .and_then(|k| k.after(r.term, sparse_terms));
+        let due = kept.is_none();
+        if let Some(kept) = kept {
+            self.follower.ranked = Some(kept);
+        }
         let read;
         let members = match members {
             Some(m) => m,
@@ -486,7 +544,11 @@ impl Campaign {
                     && Some(m.identity.as_str()) != r.transfer_target()
             })
             .position(|m| m.holder == self.config.holder);
-        self.follower.ranked = Some((r.term, now));
+        self.follower.ranked = Some(Rank {
+            term: r.term,
+            at: now,
+            place,
+        });
         Ok(
             match self.listen(place.is_some_and(|p| p < LISTENING_FOLLOWERS)) {
                 true => Ranked::Listening,
@@ -723,5 +785,44 @@ async fn gate_freed(seat: Option<&crate::semaphore::Seat>) {
     match seat {
         Some(seat) => seat.free().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(term: u64, place: Option<usize>) -> Rank {
+        Rank {
+            term,
+            at: Duration::ZERO,
+            place,
+        }
+    }
+
+    fn place_after(r: Rank, term: u64, sparse: bool) -> Option<Option<usize>> {
+        r.after(term, sparse).map(|k| k.place)
+    }
+
+    /// A follower re-ranks once the acquisitions since its ranking may have
+    /// brought it into the first two places, and not before.
+    #[test]
+    fn a_rank_is_kept_until_the_follower_may_be_in_line() {
+        // Same term: nothing moved.
+        assert_eq!(place_after(rank(7, Some(0)), 7, false), Some(Some(0)));
+        assert_eq!(place_after(rank(7, None), 7, false), Some(None));
+        // Dense terms count the acquisitions.
+        assert_eq!(place_after(rank(7, Some(5)), 8, false), Some(Some(4)));
+        assert_eq!(place_after(rank(7, Some(5)), 10, false), Some(Some(2)));
+        assert_eq!(place_after(rank(7, Some(5)), 11, false), None);
+        assert_eq!(place_after(rank(7, Some(2)), 8, false), None);
+        assert_eq!(place_after(rank(7, Some(1)), 8, false), None);
+        // Sparse terms: a change is one acquisition.
+        assert_eq!(place_after(rank(7, Some(5)), 90, true), Some(Some(4)));
+        assert_eq!(place_after(rank(7, Some(2)), 90, true), None);
+        // Not among the successors, or a term that went back: read.
+        assert_eq!(place_after(rank(7, None), 8, false), None);
+        assert_eq!(place_after(rank(7, Some(5)), 6, false), None);
+        assert_eq!(place_after(rank(7, Some(5)), 6, true), None);
     }
 }
