@@ -484,10 +484,31 @@ async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
 
 /// The backends (pids) PostgreSQL serves for `application_name`.
 async fn backends(observer: &SqlStore, application_name: &str) -> Vec<i64> {
+    server_ids(
+        observer,
+        "SELECT CAST(pid AS BIGINT) FROM pg_stat_activity WHERE application_name = $1",
+        application_name,
+    )
+    .await
+}
+
+/// The connections MariaDB serves for `database` (its processlist's `DB`):
+/// their ids.
+async fn mysql_connections(observer: &SqlStore, database: &str) -> Vec<i64> {
+    server_ids(
+        observer,
+        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE DB = ? ORDER BY ID",
+        database,
+    )
+    .await
+}
+
+/// The ids `sql`, given `value`, answers on the server's own view.
+async fn server_ids(observer: &SqlStore, sql: &str, value: &str) -> Vec<i64> {
     use sqlx::Row;
     use tenure::store::sql::sqlx;
-    sqlx::query("SELECT CAST(pid AS BIGINT) FROM pg_stat_activity WHERE application_name = $1")
-        .bind(application_name)
+    sqlx::query(sql)
+        .bind(value)
         .fetch_all(observer.pool())
         .await
         .unwrap()
@@ -496,20 +517,38 @@ async fn backends(observer: &SqlStore, application_name: &str) -> Vec<i64> {
         .collect()
 }
 
-/// What each role holds, as the store counts it on every SQL database and
-/// as PostgreSQL's `pg_stat_activity` counts it by application name: a
-/// leader keeps one connection for its tenure (the same backend across
-/// renewals, long after a follower's has closed), a follower holds none
-/// between its reads, and the leader's closes once it releases.
+/// What each role holds, as the store counts it on every SQL database, as
+/// PostgreSQL's `pg_stat_activity` counts it by application name and as
+/// MariaDB's processlist counts it by database (leader and follower use a
+/// database of their own): a leader keeps one connection for its tenure
+/// (the same backend across renewals, long after a follower's has closed;
+/// on MariaDB its statements, its named lock and its doorbell share it), a
+/// follower holds none between its reads, and the leader's closes once it
+/// releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
     let dir = tempfile::tempdir().unwrap();
     let run = format!("{:x}", std::process::id());
     for url in servers::sql_urls(dir.path()).await {
+        let on_mysql = url.starts_with("mysql");
+        let database = format!("tenure_roles_{run}");
+        let observer = SqlStore::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        if on_mysql {
+            use tenure::store::sql::sqlx;
+            sqlx::raw_sql(&format!("CREATE DATABASE IF NOT EXISTS {database}"))
+                .execute(observer.pool())
+                .await
+                .unwrap();
+        }
         let named = |role: &str| {
             let name = format!("tenure-{role}-{run}");
             let url = if url.starts_with("postgres") {
                 format!("{url}?application_name={name}")
+            } else if on_mysql {
+                let (server, _) = url.rsplit_once('/').expect("a database in the URL");
+                format!("{server}/{database}")
             } else {
                 url.clone()
             };
@@ -521,9 +560,6 @@ async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
             .await
             .unwrap();
         let follower = SqlStore::connect(&follower_url, &StoreOptions::default())
-            .await
-            .unwrap();
-        let observer = SqlStore::connect(&url, &StoreOptions::default())
             .await
             .unwrap();
         let on_postgres = url.starts_with("postgres");
@@ -556,38 +592,49 @@ async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
             .await;
         }
         // The follower's closed soon after its read; the leader's is still
-        // the one it acquired on, which holds its named lock on
-        // MySQL/MariaDB, beside its doorbell's (opened just after acquiring).
-        let leaders = if url.starts_with("mysql") { 2 } else { 1 };
+        // the one it acquired on, which holds its named lock and its
+        // doorbell on MySQL/MariaDB.
         eventually(
-            &format!("{url}: the leader holds {leaders} connections"),
-            async || leader.connections_held() == leaders,
+            &format!("{url}: the leader holds one connection"),
+            async || leader.connections_held() == 1,
         )
         .await;
         let before = leader.connections_opened();
-        let pids = if on_postgres {
-            backends(&observer, &leader_name).await
-        } else {
-            Vec::new()
+        let server_view = async || {
+            if on_postgres {
+                backends(&observer, &leader_name).await
+            } else if on_mysql {
+                mysql_connections(&observer, &database).await
+            } else {
+                Vec::new()
+            }
         };
-        if on_postgres {
-            assert_eq!(pids.len(), 1, "{url}: the leader's backends: {pids:?}");
+        if on_mysql {
+            // The doorbell settles in on the statements' connection.
+            eventually(
+                &format!("{url}: the server sees the follower's connection closed"),
+                async || server_view().await.len() == 1,
+            )
+            .await;
+        }
+        let pids = server_view().await;
+        if on_postgres || on_mysql {
+            assert_eq!(pids.len(), 1, "{url}: the leader's connections: {pids:?}");
         }
         for _ in 0..3 {
             assert!(leader.renew(&tenure, claim.ttl).await.unwrap(), "{url}");
+            assert_eq!(
+                server_view().await,
+                pids,
+                "{url}: the leader's connections changed"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
         assert_eq!(
             leader.connections_opened(),
             before,
             "{url}: renewals opened a connection"
         );
-        if on_postgres {
-            assert_eq!(
-                backends(&observer, &leader_name).await,
-                pids,
-                "{url}: the leader's backend changed"
-            );
-        }
         assert!(leader.release(&tenure).await.unwrap());
         leader.flush().await.unwrap();
         eventually(
@@ -595,30 +642,78 @@ async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
             async || leader.connections_held() == 0,
         )
         .await;
-        if on_postgres {
+        if on_postgres || on_mysql {
             eventually(
                 &format!("{url}: the server sees the leader's connection closed"),
-                async || backends(&observer, &leader_name).await.is_empty(),
+                async || server_view().await.is_empty(),
             )
             .await;
+        }
+        if on_mysql {
+            use tenure::store::sql::sqlx;
+            drop((leader, follower));
+            sqlx::raw_sql(&format!("DROP DATABASE {database}"))
+                .execute(observer.pool())
+                .await
+                .unwrap();
         }
     }
 }
 
-/// A full PostgreSQL server (another client took every connection it had
-/// left) does not depose a healthy leader: it renews on the connection it
-/// kept for its tenure; a follower whose connection had closed between its
-/// reads cannot open another, and its error quotes the server ("too many
-/// clients"). A private server, started with room for six connections.
+/// A full server (another client took every connection it had left) does
+/// not depose a healthy leader: it renews on the connection it kept for its
+/// tenure; a follower whose connection had closed between its reads cannot
+/// open another, and its error quotes the server ("too many clients", "Too
+/// many connections"). Private servers, started with room for six
+/// connections. On MariaDB the leader's doorbell sleeps on that connection
+/// and no connection is left to interrupt it from: the renewals must still
+/// come in time (the sleep ends before each renewal, and lasts a third of a
+/// TTL at most, the first renewal's wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_server_does_not_depose_a_leader() {
+    use tenure_testsupport::servers::Kind;
+    full_server_keeps_its_leader(
+        Kind::Postgres,
+        &["-c", "max_connections=6"],
+        "too many clients",
+    )
+    .await;
+    full_server_keeps_its_leader(
+        Kind::MariaDb,
+        &["--max-connections=6"],
+        "Too many connections",
+    )
+    .await;
+}
+
+async fn full_server_keeps_its_leader(
+    kind: tenure_testsupport::servers::Kind,
+    args: &[&str],
+    refusal: &str,
+) {
     use tenure::store::sql::sqlx::{self, Connection};
     use tenure_testsupport::servers::{Kind, Server, ServerOptions};
-    let options = ServerOptions::default().with_args(&["-c", "max_connections=6"]);
-    let Some(server) = Server::start_or_skip(Kind::Postgres, options, servers::required()) else {
+    let options = ServerOptions::default().with_args(args);
+    let Some(server) = Server::start_or_skip(kind, options, servers::required()) else {
         return;
     };
-    let url = server.url();
+    let url = match kind {
+        // MariaDB gives an account with SUPER (root) connections past the
+        // limit: everyone here logs in as an ordinary user.
+        Kind::MariaDb => {
+            let mut root = sqlx::AnyConnection::connect(&server.url()).await.unwrap();
+            sqlx::raw_sql(
+                "CREATE USER 'app'@'%' IDENTIFIED BY 'pw-app'; \
+                 GRANT ALL ON test.* TO 'app'@'%'",
+            )
+            .execute(&mut root)
+            .await
+            .unwrap();
+            root.close().await.unwrap();
+            format!("mysql://app:pw-app@127.0.0.1:{}/test", server.port)
+        }
+        _ => server.url(),
+    };
     let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
     let leader = SqlStore::connect(&url, &options).await.unwrap();
     let follower = SqlStore::connect(&url, &options).await.unwrap();
@@ -632,7 +727,7 @@ async fn a_full_server_does_not_depose_a_leader() {
     };
     let held = match leader.try_acquire(&claim).await {
         Ok(Acquire::Acquired(held)) => held,
-        other => panic!("the leader's acquisition: {other:?}"),
+        other => panic!("{kind:?}: the leader's acquisition: {other:?}"),
     };
     let tenure = tenure_of(&held);
     leader.flush().await.unwrap();
@@ -651,30 +746,37 @@ async fn a_full_server_does_not_depose_a_leader() {
         }
         assert!(
             taken.len() < 10,
-            "the server took {} connections",
+            "{kind:?}: the server took {} connections",
             taken.len()
         );
     };
     assert!(
-        refused.contains("too many clients"),
-        "the filler was refused: {refused}"
+        refused.contains(refusal),
+        "{kind:?}: the filler was refused: {refused}"
     );
     // Three TTLs of renewals at a third of the TTL, all on the kept
-    // connection, while the follower tries to read.
+    // connection, each well within the TTL, while the follower tries to
+    // read.
     let renewals = async {
         for round in 0..9 {
+            let sent = std::time::Instant::now();
             assert!(
                 leader.renew(&tenure, ttl).await.unwrap(),
-                "renewal {round} on a full server"
+                "{kind:?}: renewal {round} on a full server"
             );
-            tokio::time::sleep(ttl / 3).await;
+            let took = sent.elapsed();
+            assert!(
+                took < ttl / 2,
+                "{kind:?}: renewal {round} took {took:?} on a full server"
+            );
+            tokio::time::sleep((ttl / 3).saturating_sub(took)).await;
         }
     };
     let (_, read) = tokio::join!(renewals, follower.read(&key));
     let e = read.expect_err("no connection is left to read on");
     assert!(
-        e.to_string().contains("too many clients"),
-        "the follower's error quotes the server: {e}"
+        e.to_string().contains(refusal),
+        "{kind:?}: the follower's error quotes the server: {e}"
     );
     for conn in taken {
         conn.close().await.unwrap();

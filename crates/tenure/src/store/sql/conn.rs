@@ -30,6 +30,16 @@ impl Conn {
         }
     }
 
+    /// The plain connection, where this is one (MySQL/MariaDB's always).
+    #[cfg(feature = "mysql")]
+    pub(super) fn statements_only(&mut self) -> Option<&mut AnyConnection> {
+        match self {
+            Conn::Any(conn) => Some(conn),
+            #[cfg(feature = "postgres")]
+            Conn::Listening(_) => None,
+        }
+    }
+
     /// Whether this connection can listen.
     pub(super) fn can_listen(&self) -> bool {
         match self {

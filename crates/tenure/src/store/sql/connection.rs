@@ -36,13 +36,19 @@
 //! meanwhile wait in its buffer). A leader or a designated successor then
 //! holds one connection in all.
 //!
+//! On MySQL/MariaDB, while this process leads, the leader's doorbell sleeps
+//! on it between statements ([`OneConnection::lend_to_sleep`],
+//! `mysql/bell.rs`), and a statement that wants it interrupts the sleep
+//! (`KILL QUERY`, from another connection: MySQL has no other way in):
+//! a leader holds one connection there too.
+//!
 //! The connection is opened through the pool (its options and timeout) and
 //! then detached from it: the pool's maximum, and closing the pool, are
 //! the application's. Fenced transactions and the application's own
 //! statements ([`SqlStore::pool`](super::SqlStore::pool)) use the pool.
-//! The other wake-ups that block on a connection (MySQL's named locks and
-//! doorbells, PostgreSQL's `LISTEN` through a `push_url`) hold their own:
-//! see `wake.rs`.
+//! The other wake-ups that block on a connection (MySQL's followers' named
+//! locks and observers' doorbells, PostgreSQL's `LISTEN` through a
+//! `push_url`) hold their own: see `wake.rs`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -164,6 +170,9 @@ pub(super) struct Lent {
     shared: Arc<Shared>,
     weak_slot: Weak<tokio::sync::Mutex<Slot>>,
     kept: bool,
+    /// Lent to the doorbell's sleep, which is no statement: the
+    /// connection's last use stays the statement's before it.
+    sleeping: bool,
 }
 
 impl OneConnection {
@@ -269,8 +278,9 @@ impl OneConnection {
         Ok((lent, fresh))
     }
 
-    /// Until a statement wants the connection the push listener waits on.
-    #[cfg(feature = "postgres")]
+    /// Until a statement wants the connection the push listener (or, on
+    /// MySQL/MariaDB, the doorbell) waits on.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(super) async fn wanted(&self) {
         loop {
             if self.wanted.waiting.load(Ordering::Acquire) > 0 {
@@ -287,9 +297,30 @@ impl OneConnection {
     }
 
     /// Whether a statement waits for the connection now.
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(super) fn is_wanted(&self) -> bool {
         self.wanted.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// MySQL/MariaDB: the open connection, for the leader's doorbell to
+    /// sleep on, once no statement has used it for `quiet` (statements come
+    /// in short series: the doorbell would only be interrupted again at
+    /// once). `Err(Some(wait))`: used too recently, try after `wait`;
+    /// `Err(None)`: not open (the doorbell never opens one: the next
+    /// statement does). Lent this way, the connection's last use stays the
+    /// last statement's.
+    #[cfg(feature = "mysql")]
+    pub(super) async fn lend_to_sleep(&self, quiet: Duration) -> Result<Lent, Option<Duration>> {
+        let slot = self.slot.clone().lock_owned().await;
+        if slot.conn.is_none() {
+            return Err(None);
+        }
+        if let Some(since) = slot.last_used.map(|t| t.elapsed()) {
+            if since < quiet {
+                return Err(Some(quiet - since));
+            }
+        }
+        Ok(self.lent_as(slot, false, true))
     }
 
     /// `slot`'s connection, opened if it is closed, lent; for the push
@@ -335,13 +366,19 @@ impl OneConnection {
             self.shared.open.store(true, Ordering::Relaxed);
             self.shared.opened.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(Lent {
+        Ok(self.lent_as(slot, false, false))
+    }
+
+    /// `slot` as a lend: `kept` already, or lent to the doorbell's sleep.
+    fn lent_as(&self, slot: OwnedMutexGuard<Slot>, kept: bool, sleeping: bool) -> Lent {
+        Lent {
             slot,
             in_transaction: false,
             shared: self.shared.clone(),
             weak_slot: Arc::downgrade(&self.slot),
-            kept: false,
-        })
+            kept,
+            sleeping,
+        }
     }
 
     /// A new connection, from the pool's options and within its timeout;
@@ -375,13 +412,7 @@ impl OneConnection {
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         self.shared.open.store(true, Ordering::Relaxed);
         // Lent and kept at once: it closes when idle like any other.
-        drop(Lent {
-            slot,
-            in_transaction: false,
-            shared: self.shared.clone(),
-            weak_slot: Arc::downgrade(&self.slot),
-            kept: true,
-        });
+        drop(self.lent_as(slot, true, false));
         None
     }
 
@@ -504,7 +535,19 @@ impl Lent {
         self,
         result: Result<T, sqlx::Error>,
     ) -> Result<T, sqlx::Error> {
-        let value = result?;
+        let value = match result {
+            Ok(value) => value,
+            // MySQL/MariaDB: another process's ring (`KILL QUERY`, meant
+            // for the doorbell's sleep) landed on this statement instead.
+            // The connection is fine, and it holds the leader's named
+            // locks: kept. The statement did not take effect.
+            #[cfg(feature = "mysql")]
+            Err(e) if super::mysql::interrupted(&e) => {
+                let _ = self.keep_after_refusal().await;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         self.keep().await?;
         Ok(value)
     }
@@ -519,7 +562,9 @@ impl Drop for Lent {
             self.shared.open.store(false, Ordering::Relaxed);
             return;
         }
-        self.slot.last_used = Some(Instant::now());
+        if !self.sleeping {
+            self.slot.last_used = Some(Instant::now());
+        }
         // Under the slot's lock, as the closer's decision to stop: one
         // runs whenever the connection is open.
         if !self.shared.closer.swap(true, Ordering::AcqRel) {

@@ -171,8 +171,8 @@ impl SqlStore {
     /// subscribes to pushes, otherwise open only around its statements),
     /// and those its wake-ups hold (PostgreSQL's `LISTEN` to a `push_url`
     /// while anything subscribes, elsewhere carried by the statement
-    /// connection; MySQL/MariaDB's lock waits and a leader's doorbell, not
-    /// an observer's). Fenced transactions and the application's
+    /// connection; MySQL/MariaDB's lock waits, not an observer's doorbell;
+    /// a leader's doorbell sleeps on the statement connection). Fenced transactions and the application's
     /// statements on [`pool`](Self::pool) are not counted.
     ///
     /// ```no_run

@@ -149,9 +149,9 @@ impl SqlStore {
     /// The lease record in a statement's answer, if any.
     /// This process acquired `key`: its connection stays open for the
     /// tenure, and the wake-up mechanism does what a new leader's does.
-    fn leading(&self, key: &ElectionKey) {
+    fn leading(&self, key: &ElectionKey, ttl: Duration) {
         self.own.leading(key);
-        self.wake.acquired(key);
+        self.wake.acquired(key, ttl);
     }
 
     /// This process's tenure of `key` ended (released, handed over, lost).
@@ -254,7 +254,7 @@ impl LeaseStore for SqlStore {
     async fn try_acquire(&self, claim: &Claim) -> Result<Acquire> {
         let result = self.try_acquire_inner(claim).await;
         match &result {
-            Ok(Acquire::Acquired(rec)) => self.leading(&rec.key),
+            Ok(Acquire::Acquired(rec)) => self.leading(&rec.key, claim.ttl),
             Ok(Acquire::Held(rec)) => self.wake.seen(&claim.key, rec.as_ref()),
             _ => {}
         }
@@ -274,7 +274,7 @@ impl LeaseStore for SqlStore {
         let renewed = self.batcher.renew(tenure, ttl).await;
         match &renewed {
             Ok(false) => self.tenure_ended(&tenure.key),
-            Ok(true) => self.wake.renewed(&tenure.key),
+            Ok(true) => self.wake.renewed(&tenure.key, ttl),
             Err(_) => {}
         }
         renewed

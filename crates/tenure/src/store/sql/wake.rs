@@ -14,6 +14,7 @@
 //! every decision is a conditional statement judged by the server's clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::AnyPool;
 
@@ -152,25 +153,25 @@ impl Wake {
 
     /// This process acquired `key`: on MySQL/MariaDB it takes the named lock
     /// its followers will wait on, off the caller's path.
-    pub(super) fn acquired(&self, key: &ElectionKey) {
+    pub(super) fn acquired(&self, key: &ElectionKey, ttl: Duration) {
         #[cfg(feature = "mysql")]
         if let Some(locks) = self.named_locks() {
             let (locks, key) = (locks.clone(), key.clone());
-            tokio::spawn(async move { locks.leading(&key).await });
+            tokio::spawn(async move { locks.leading(&key, ttl).await });
         }
         #[cfg(not(feature = "mysql"))]
-        let _ = key;
+        let _ = (key, ttl);
     }
 
     /// This process renewed `key`: on MySQL/MariaDB its named lock is taken
     /// again if the connection it was held on was replaced.
-    pub(super) fn renewed(&self, key: &ElectionKey) {
+    pub(super) fn renewed(&self, key: &ElectionKey, ttl: Duration) {
         #[cfg(feature = "mysql")]
         if let Some(locks) = self.named_locks() {
-            locks.renewed(key);
+            locks.renewed(key, ttl);
         }
         #[cfg(not(feature = "mysql"))]
-        let _ = key;
+        let _ = (key, ttl);
     }
 
     /// A tenure of `key` ended here: on MySQL/MariaDB its named lock is

@@ -9,7 +9,7 @@
 // |---|---|
 // | `dialect.rs` | how MySQL/MariaDB spell the statements (and MariaDB's one-statement heartbeat and read) |
 // | `named_locks.rs` | followers block in `GET_LOCK` on the leader's lock and wake when it is freed |
-// | `bell.rs` | the leader's doorbell for hand-over requests; what the doorbells share |
+// | `bell.rs` | the leader's doorbell for hand-over requests, asleep on its statements' connection; what the doorbells share |
 // | `watch_bell.rs` | observers' doorbells for elections nobody holds |
 // | `mariadb.rs` | whether the server has `INSERT ... RETURNING`, and sending the one statement |
 //
@@ -28,6 +28,8 @@ mod named_locks;
 #[cfg(feature = "mysql")]
 mod watch_bell;
 
+#[cfg(feature = "mysql")]
+pub(super) use bell::interrupted;
 pub(super) use dialect::MySql;
 #[cfg(feature = "mysql")]
 pub(super) use mariadb::{Returning, Tried};

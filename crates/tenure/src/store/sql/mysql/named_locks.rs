@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
-use super::bell::{bell_name, lock_name, Bell};
+use super::bell::{bell_name, lock_name, ring_holder, Bell};
 use super::watch_bell::{self, WatchBell};
 use crate::store::sql::connection::OneConnection;
 use crate::store::util::wakeups::Wakeups;
@@ -133,7 +133,7 @@ impl NamedLocks {
     pub(in crate::store::sql) fn new(pool: AnyPool, own: Arc<OneConnection>, prefix: &str) -> Self {
         let wakeups = Wakeups::new();
         Self {
-            bell: Bell::new(pool.clone(), wakeups.downgrade()),
+            bell: Bell::new(own.clone(), pool.clone(), wakeups.downgrade()),
             watchers: WatchBell::new(pool.clone(), prefix, wakeups.downgrade()),
             pool,
             own,
@@ -156,13 +156,13 @@ impl NamedLocks {
         }
     }
 
-    /// The connections held now beside the statements': the leader's
-    /// doorbell, the waiters' and the spare ones (an observer's doorbell
-    /// is not counted).
+    /// The connections held now beside the statements' (which the
+    /// leader's doorbell sleeps on): the waiters' and the spare ones (an
+    /// observer's doorbell is not counted).
     pub(in crate::store::sql) fn connections_held(&self) -> usize {
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len();
         let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).len();
-        usize::from(self.bell.is_open()) + waiting + spare
+        waiting + spare
     }
 
     /// Whether anything in the process subscribes.
@@ -236,9 +236,9 @@ impl NamedLocks {
 
     /// After acquiring `key`: hold its lock while leading (best effort), and
     /// ring the observers watching it while it was free.
-    pub(in crate::store::sql) async fn leading(&self, key: &ElectionKey) {
+    pub(in crate::store::sql) async fn leading(&self, key: &ElectionKey, ttl: Duration) {
         let name = self.name(key);
-        self.bell.leading(bell_name(&name), key);
+        self.bell.leading(bell_name(&name), key, ttl);
         // A leader waits on no lock: a waiter's connection kept for the
         // next wait would only sit there. Closed after the lock is taken.
         let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|p| p.into_inner()));
@@ -254,8 +254,9 @@ impl NamedLocks {
     /// After a renewal of `key`: if the statements' connection was
     /// replaced (the one the lock was held on failed), the lock went with
     /// it and is taken again on the new one, off the caller's path.
-    pub(in crate::store::sql) fn renewed(self: &Arc<Self>, key: &ElectionKey) {
+    pub(in crate::store::sql) fn renewed(self: &Arc<Self>, key: &ElectionKey, ttl: Duration) {
         let name = self.name(key);
+        self.bell.renewed(&bell_name(&name), ttl);
         if let Ok(held) = self.held.try_lock() {
             if held.0 == self.own.generation() && held.1.contains(&name) {
                 return;
@@ -292,6 +293,7 @@ impl NamedLocks {
         );
         let until = Instant::now() + patience;
         let mut pause = FIRST_PAUSE;
+        let mut rang = false;
         loop {
             if held.0 == self.own.generation() && held.1.contains(name) {
                 return Some(Vec::new());
@@ -329,6 +331,13 @@ impl NamedLocks {
             if Instant::now() + pause > until {
                 tracing::debug!(election = %key, "named lock not taken; followers wake at expiry");
                 return Some(watchers);
+            }
+            if !rang {
+                // Held by the previous leader's connection: asleep in its
+                // doorbell, it may be a dead client's, which the server
+                // notices (and frees its locks) only when the sleep ends.
+                rang = true;
+                ring_holder(&self.pool, name, Duration::ZERO).await;
             }
             tokio::time::sleep(pause).await;
             pause *= 2;
