@@ -297,10 +297,19 @@ impl Inner {
         let c = self.main().await?;
         self.sync(key).await?;
         let snap = self.snapshot(key).await?;
+        // Each refusal says why at debug level: they look alike to the caller.
         let Some((lv, stat)) = snap.leader() else {
+            tracing::debug!(election = %key, term = tenure.term, "not ended: no leader node");
             return Ok(false);
         };
         if lv.holder != tenure.holder || lv.term != tenure.term {
+            tracing::debug!(
+                election = %key,
+                term = tenure.term,
+                found_term = lv.term,
+                same_holder = lv.holder == tenure.holder,
+                "not ended: the leader node names another tenure"
+            );
             return Ok(false);
         }
         let now = self.server_now_us().await?;
@@ -337,7 +346,14 @@ impl Inner {
         }
         match w.commit().await {
             Ok(_) => {}
-            Err(e) if lost_race(&e) => return Ok(false),
+            Err(e) if lost_race(&e) => {
+                tracing::debug!(
+                    election = %key,
+                    term = tenure.term,
+                    "not ended: the nodes changed since they were read ({e})"
+                );
+                return Ok(false);
+            }
             Err(e) => return Err(self.map(&leader_path, e.into())),
         }
         self.close_history(key, tenure.term, &reason, now).await;
