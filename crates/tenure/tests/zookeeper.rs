@@ -329,12 +329,15 @@ async fn a_new_zookeeper_leader_with_a_clock_ahead_does_not_expire_a_live_lease(
     // process's clock once the ZooKeeper leader changed.
     let give_up = deadline + 2 * ttl;
     let taken = loop {
-        if let Ok(Acquire::Acquired(rec)) = other.try_acquire(&claim(&key, "b#1", ttl)).await {
+        let tried = other.try_acquire(&claim(&key, "b#1", ttl)).await;
+        if let Ok(Acquire::Acquired(rec)) = tried {
             break (Instant::now(), rec.term);
         }
         assert!(
             Instant::now() < give_up,
-            "no takeover within two TTLs of the holder's deadline"
+            "no takeover within two TTLs of the holder's deadline; the last try: {tried:?}; \
+             the ensemble's leader: {:?}",
+            zk.leader()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
