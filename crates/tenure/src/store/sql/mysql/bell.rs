@@ -383,7 +383,11 @@ async fn ring_loop(led: Weak<Led>, own: Arc<OneConnection>, pool: AnyPool, wake:
             changed.await;
             continue;
         }
+        // Leading nothing, with bells still held: no sleep, straight to
+        // the lend that gives them back (or finds them gone with a closed
+        // connection).
         let secs = match shared.sleep(&want, Instant::now()) {
+            _ if want.is_empty() => 0.0,
             Ok(secs) => secs,
             Err(until) => {
                 // A renewal is due: it has the connection first.
