@@ -1458,9 +1458,9 @@ async fn client_connections(admin: &mut sqlx::MySqlConnection) -> i64 {
 }
 
 /// MariaDB: a follower first in line (it subscribes, as a designated
-/// successor does) holds one connection between its reads, the one its
-/// named-lock wait blocks on: its statements' connection closes after each
-/// read, as any follower's does. When the leader lets go, the woken
+/// successor does) holds one connection, the one its named-lock wait
+/// blocks on: the wait takes the connection of the read that armed it
+/// (`sql_store.rs` checks its later reads). When the leader lets go, the woken
 /// waiter's connection carries the follower's read, so the hand-over path
 /// opens none. Counted by the store and by the server (a private MariaDB:
 /// every connection on it is this test's).

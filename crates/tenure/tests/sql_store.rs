@@ -854,6 +854,119 @@ async fn a_postgres_follower_moving_into_line_never_holds_two_connections() {
     follower.shutdown().await.unwrap();
 }
 
+/// A MariaDB follower first in line holds one connection across its
+/// timed reads: its named-lock wait ends just before each read is due and
+/// the read runs on that connection, which then waits again. Checked where
+/// a second connection is refused: the follower logs in as a user limited
+/// to one (a private server); its reads must go through without opening
+/// another, and a release must still wake it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mariadb_successor_reads_on_its_one_connection() {
+    use tenure::store::sql::sqlx::{self, Connection};
+    use tenure_testsupport::servers::{Kind, Server, ServerOptions};
+    let Some(server) =
+        Server::start_or_skip(Kind::MariaDb, ServerOptions::default(), servers::required())
+    else {
+        return;
+    };
+    let url = server.url();
+    let options = StoreOptions::default().with_connect_timeout(Duration::from_secs(2));
+    // Root creates the tables; its connections are not limited.
+    let leader = std::sync::Arc::new(SqlStore::connect(&url, &options).await.unwrap());
+    let mut root = sqlx::AnyConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE USER 'single'@'%' IDENTIFIED BY 'pw-single' WITH MAX_USER_CONNECTIONS 1; \
+         GRANT ALL ON test.* TO 'single'@'%'",
+    )
+    .execute(&mut root)
+    .await
+    .unwrap();
+    let single = format!("mysql://single:pw-single@127.0.0.1:{}/test", server.port);
+    let successor = SqlStore::connect(&single, &options).await.unwrap();
+    eventually(
+        "the successor's connection closes after connecting",
+        async || successor.connections_held() == 0,
+    )
+    .await;
+    let key = ElectionKey::new("connections", "single");
+    let ttl = Duration::from_secs(3);
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    let held = match leader.try_acquire(&claim).await {
+        Ok(Acquire::Acquired(held)) => held,
+        other => panic!("the leader's acquisition: {other:?}"),
+    };
+    let tenure = tenure_of(&held);
+    let renewing = {
+        let (leader, tenure) = (leader.clone(), tenure.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                assert!(leader.renew(&tenure, ttl).await.unwrap(), "renewal");
+            }
+        })
+    };
+    // Subscribed: this process's followers are first in line, and a read
+    // of a held lease starts a wait on its leader's named lock.
+    let mut changes = successor.subscribe().expect("MariaDB wakes followers");
+    let first = successor.read(&key).await.unwrap().expect("a lease");
+    let opened = successor.connections_opened();
+    let mut connection_ids = async || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE USER = 'single'",
+        )
+        .fetch_all(&mut root)
+        .await
+        .unwrap()
+    };
+    eventually("the wait takes the read's connection", async || {
+        successor.connections_held() == 1
+    })
+    .await;
+    let ids = connection_ids().await;
+    assert_eq!(ids.len(), 1, "the successor's connections: {ids:?}");
+    // Timed reads, as a follower first in line makes them: at the expiry
+    // the last read found.
+    let mut due = first.remaining;
+    for round in 0..4 {
+        tokio::time::sleep(due + Duration::from_millis(2)).await;
+        let rec = successor
+            .read(&key)
+            .await
+            .unwrap_or_else(|e| panic!("read {round} on the one connection: {e}"))
+            .expect("a lease");
+        assert!(rec.is_held(), "read {round}");
+        due = rec.remaining;
+        assert_eq!(
+            successor.connections_opened(),
+            opened,
+            "read {round} opened a connection"
+        );
+        assert_eq!(
+            connection_ids().await,
+            ids,
+            "read {round}: the connection changed"
+        );
+    }
+    renewing.abort();
+    // A release still wakes the successor at once, through its wait.
+    while changes.try_recv().is_ok() {}
+    assert!(leader.release(&tenure).await.unwrap());
+    let released = std::time::Instant::now();
+    tokio::time::timeout(ttl / 4, changes.recv())
+        .await
+        .expect("the release wakes the successor well before the expiry")
+        .unwrap();
+    eprintln!("woken after the release: {:?}", released.elapsed());
+    let rec = successor.read(&key).await.unwrap().expect("a lease");
+    assert!(!rec.is_held());
+    root.close().await.unwrap();
+}
+
 fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {
     Tenure {
         key: rec.key.clone(),

@@ -255,9 +255,10 @@ impl SqlStore {
         let wake = std::sync::Arc::new(wake);
         // Kept for a subscriber where a woken subscriber's read would
         // otherwise wait for a new connection. MySQL/MariaDB's wake-ups
-        // block on connections of their own, and a lock waiter woken by a
-        // release hands its connection to the statements (`adopt`), so a
-        // follower first in line holds that one alone.
+        // block on connections of their own, and a lock waiter hands its
+        // connection to the statements when a release wakes it and for
+        // each timed read (`adopt`, `reclaim`), so a follower first in
+        // line holds that one alone.
         if dialect != Dialect::MySql {
             let subscribed = std::sync::Arc::downgrade(&wake);
             own.keep_while(move || subscribed.upgrade().is_some_and(|w| w.has_subscribers()));

@@ -16,8 +16,10 @@
 //!   subscribes to pushes (a designated successor, an observer): a woken
 //!   successor's read and acquisition must not wait for a new connection.
 //!   On MySQL/MariaDB the wake-up itself blocks a connection of its own (a
-//!   named-lock wait), which the statements adopt when it wakes
-//!   ([`OneConnection::adopt`]): a successor holds that one alone;
+//!   named-lock wait), which the statements adopt when it wakes or just
+//!   before the follower's timed read ([`OneConnection::adopt`]), and the
+//!   wait takes back after the read ([`OneConnection::reclaim`]): a
+//!   successor holds that one alone;
 //! - otherwise it is closed once it has gone [`LINGER`] unused: a follower
 //!   that reads once per TTL holds none between its reads, and the reads
 //!   of one wake-up (lease, members, acquire) still share one;
@@ -157,6 +159,15 @@ impl std::fmt::Debug for Shared {
 struct Slot {
     conn: Option<Conn>,
     last_used: Option<Instant>,
+    /// MySQL/MariaDB: a connection handed over by a follower's lock wait
+    /// for the read due soon stays open until then, if it is not used
+    /// before ([`OneConnection::adopt`]).
+    kept_until: Option<Instant>,
+    /// The connection was lent while this process led: its session may
+    /// hold a leader's named locks, so a follower's wait never takes it
+    /// ([`OneConnection::reclaim`]); it closes instead, which frees them.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    led_on: bool,
 }
 
 /// The connection, lent to one statement (or one short series of them) at
@@ -173,6 +184,8 @@ pub(super) struct Lent {
     /// Lent to the doorbell's sleep, which is no statement: the
     /// connection's last use stays the statement's before it.
     sleeping: bool,
+    /// Keep the connection open until then, unused (see [`Slot::kept_until`]).
+    kept_until: Option<Instant>,
 }
 
 impl OneConnection {
@@ -362,6 +375,7 @@ impl OneConnection {
             if let Some(replaced) = slot.conn.replace(conn) {
                 replaced.close().await;
             }
+            slot.led_on = false;
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             self.shared.open.store(true, Ordering::Relaxed);
             self.shared.opened.fetch_add(1, Ordering::Relaxed);
@@ -370,7 +384,10 @@ impl OneConnection {
     }
 
     /// `slot` as a lend: `kept` already, or lent to the doorbell's sleep.
-    fn lent_as(&self, slot: OwnedMutexGuard<Slot>, kept: bool, sleeping: bool) -> Lent {
+    fn lent_as(&self, mut slot: OwnedMutexGuard<Slot>, kept: bool, sleeping: bool) -> Lent {
+        if self.shared.leads() {
+            slot.led_on = true;
+        }
         Lent {
             slot,
             in_transaction: false,
@@ -378,6 +395,7 @@ impl OneConnection {
             weak_slot: Arc::downgrade(&self.slot),
             kept,
             sleeping,
+            kept_until: None,
         }
     }
 
@@ -397,11 +415,17 @@ impl OneConnection {
 
     /// Takes `conn`, a healthy connection of this store's that finished
     /// another job (MySQL/MariaDB: a follower's lock wait, just woken by
-    /// the leader letting go), as the statements' connection if none is
-    /// open and no statement holds the slot: the read and acquisition the
-    /// wake-up causes then open none. Gives it back otherwise.
+    /// the leader letting go, or ended just before the follower's timed
+    /// read), as the statements' connection if none is open and no
+    /// statement holds the slot: the read and acquisition that follow then
+    /// open none. Kept unused until `kept_until` if given (the read due
+    /// then), else for [`LINGER`] like any other. Gives it back otherwise.
     #[cfg(feature = "mysql")]
-    pub(super) fn adopt(&self, conn: sqlx::AnyConnection) -> Option<sqlx::AnyConnection> {
+    pub(super) fn adopt(
+        &self,
+        conn: sqlx::AnyConnection,
+        kept_until: Option<Instant>,
+    ) -> Option<sqlx::AnyConnection> {
         let Ok(mut slot) = self.slot.clone().try_lock_owned() else {
             return Some(conn);
         };
@@ -409,11 +433,47 @@ impl OneConnection {
             return Some(conn);
         }
         slot.conn = Some(Conn::Any(conn));
+        slot.led_on = false;
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         self.shared.open.store(true, Ordering::Relaxed);
         // Lent and kept at once: it closes when idle like any other.
-        drop(self.lent_as(slot, true, false));
+        let mut lent = self.lent_as(slot, true, false);
+        lent.kept_until = kept_until;
+        drop(lent);
         None
+    }
+
+    /// MySQL/MariaDB: takes the open connection out, for a follower's lock
+    /// wait, once no statement has used it for `quiet` (the statements of
+    /// one wake-up come in a short series), unless this process leads (a
+    /// leader keeps it for its tenure) or led on it (its session may still
+    /// hold the leader's named locks). `None` if none is open or it is not
+    /// to be taken: the wait opens a connection of its own then.
+    #[cfg(feature = "mysql")]
+    pub(super) async fn reclaim(&self, quiet: Duration) -> Option<sqlx::AnyConnection> {
+        loop {
+            let mut slot = self.slot.clone().lock_owned().await;
+            if self.shared.leads() || slot.led_on {
+                return None;
+            }
+            let since = slot.last_used.map(|t| t.elapsed());
+            if let Some(since) = since.filter(|since| *since < quiet) {
+                drop(slot);
+                tokio::time::sleep(quiet - since).await;
+                continue;
+            }
+            return match slot.conn.take() {
+                Some(Conn::Any(conn)) => {
+                    slot.kept_until = None;
+                    self.shared.open.store(false, Ordering::Relaxed);
+                    Some(conn)
+                }
+                other => {
+                    slot.conn = other;
+                    None
+                }
+            };
+        }
     }
 
     /// This process now holds a lease of `key`: keep the connection open.
@@ -564,6 +624,7 @@ impl Drop for Lent {
         }
         if !self.sleeping {
             self.slot.last_used = Some(Instant::now());
+            self.slot.kept_until = self.kept_until;
         }
         // Under the slot's lock, as the closer's decision to stop: one
         // runs whenever the connection is open.
@@ -591,8 +652,9 @@ async fn close_when_idle(shared: Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot
         }
         // After the statement that holds it now, if one does.
         let mut held = slot.lock().await;
-        let last_used = match (&held.conn, held.last_used) {
-            (Some(_), Some(last_used)) => last_used,
+        // An adopted connection waiting for its read counts as used then.
+        let idle_since = match (&held.conn, held.last_used) {
+            (Some(_), Some(last_used)) => last_used.max(held.kept_until.unwrap_or(last_used)),
             _ => {
                 shared.closer.store(false, Ordering::Release);
                 return;
@@ -601,7 +663,7 @@ async fn close_when_idle(shared: Arc<Shared>, slot: Weak<tokio::sync::Mutex<Slot
         let wait = if shared.kept() {
             KEPT_CHECK
         } else {
-            let due = last_used + LINGER;
+            let due = idle_since + LINGER;
             let now = Instant::now();
             if due <= now {
                 let conn = held.conn.take();

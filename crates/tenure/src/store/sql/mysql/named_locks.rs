@@ -2,9 +2,10 @@
 //! a leader holds `GET_LOCK(<election>)` on its statements' connection (kept
 //! for its tenure) while it leads, and a follower that read the lease held
 //! by someone else blocks in `GET_LOCK(<election>, timeout)` on a connection
-//! of its own. A release, hand-over or the leader's connection dying frees
-//! the lock and wakes the follower within a round trip, without a query in
-//! between.
+//! of its own, which its statements borrow for its timed reads (the wait
+//! ends just before each, and starts again after it). A release, hand-over
+//! or the leader's connection dying frees the lock and wakes the follower
+//! within a round trip, without a query in between.
 //!
 //! The lock is a wake-up signal only, never a safety decision: the
 //! conditional write on the lease still decides who leads, and a follower
@@ -20,7 +21,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Row};
 
 use super::bell::{bell_name, lock_name, ring_holder, Bell};
 use super::watch_bell::{self, WatchBell};
-use crate::store::sql::connection::OneConnection;
+use crate::store::sql::connection::{OneConnection, LINGER};
 use crate::store::util::wakeups::Wakeups;
 use crate::store::{AcquisitionWatch, Changes, ElectionKey, LeaseRecord};
 
@@ -73,6 +74,26 @@ const SPARE_IDLE: Duration = Duration::from_secs(60);
 /// waiting).
 const LEADER_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
+/// A wait on a follower's lock ends this long before the follower's timed
+/// read is due (the lease's expiry it last read), so that the read finds
+/// the wait's connection free and opens none: a follower first in line
+/// holds one connection, not one more at each read. A release in the gap is
+/// seen by that read; one after it, by the next wait's lock granted at
+/// once. MariaDB honours fractions of a second in `GET_LOCK`'s timeout;
+/// MySQL rounds them to whole seconds, and a read that comes before the
+/// wait ends opens a connection of its own, as it would without this.
+const HAND_AHEAD: Duration = Duration::from_millis(25);
+
+/// How long a wait that ended for the follower's read leaves its
+/// connection to the statements for that read, beyond [`HAND_AHEAD`],
+/// before taking it back anyway (the read may not come: the follower
+/// stopped, or read sooner).
+const READ_GRACE: Duration = Duration::from_millis(100);
+
+/// A wait shorter than this is not ended for the follower's read: the
+/// connection stays in `GET_LOCK`.
+const SHORTEST_HANDED_WAIT: Duration = Duration::from_millis(200);
+
 /// How long the leader side's lock calls may take before the connection is
 /// dropped (which frees its locks): a blackholed connection must not hold
 /// up later calls, which wait for the same connection.
@@ -98,6 +119,14 @@ struct Waiting {
     /// unheard, so the designated successor slept through its turn and
     /// another follower took over after the succession grace.
     changed: Arc<tokio::sync::Notify>,
+    /// When the follower's next timed read is due: at the expiry of the
+    /// lease the last read found (local clock).
+    read_due: Option<Instant>,
+    /// Told at every read of the lease in this process.
+    read: Arc<tokio::sync::Notify>,
+    /// The waiter's connection is the statements' for the follower's read
+    /// now (counted there).
+    handed: bool,
 }
 
 #[derive(Debug)]
@@ -160,7 +189,13 @@ impl NamedLocks {
     /// leader's doorbell sleeps on): the waiters' and the spare ones (an
     /// observer's doorbell is not counted).
     pub(in crate::store::sql) fn connections_held(&self) -> usize {
-        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|w| !w.handed)
+            .count();
         let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).len();
         waiting + spare
     }
@@ -191,9 +226,20 @@ impl NamedLocks {
         }
     }
 
-    /// A connection for a waiter: a spare one if one was kept, else one
-    /// taken out of the pool.
+    /// A connection for a waiter: the statements' connection if it is open
+    /// and this process neither leads nor led on it (a follower's read just
+    /// used it: the follower then holds that one alone), else a spare one
+    /// if one was kept, else one taken out of the pool.
     async fn waiter_connection(&self) -> Option<AnyConnection> {
+        match self.own.reclaim(LINGER).await {
+            Some(conn) => Some(conn),
+            None => self.spare_or_new_connection().await,
+        }
+    }
+
+    /// A spare waiter connection if one was kept, else one taken out of
+    /// the pool.
+    async fn spare_or_new_connection(&self) -> Option<AnyConnection> {
         let kept = {
             let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
             let mut kept = None;
@@ -422,9 +468,12 @@ impl NamedLocks {
         rec: Option<&LeaseRecord>,
     ) {
         let seen = seen_in(rec);
+        let read_due = rec.map(|r| Instant::now() + r.remaining);
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(w) = waiting.get_mut(key) {
+                w.read_due = read_due;
+                w.read.notify_waiters();
                 if w.seen != seen {
                     w.seen = seen;
                     w.changed.notify_one();
@@ -439,13 +488,19 @@ impl NamedLocks {
             return;
         }
         if let Some(r) = rec.filter(|r| r.is_held() || r.transfer_target().is_some()) {
-            self.follow(key, r.ttl, seen);
+            self.follow(key, r.ttl, seen, read_due);
         }
     }
 
     /// Starts a waiter for `key`, held by someone else for `ttl`, unless
     /// this process leads it or already waits for it, or too many run.
-    fn follow(self: &Arc<Self>, key: &ElectionKey, ttl: Duration, seen: Seen) {
+    fn follow(
+        self: &Arc<Self>,
+        key: &ElectionKey,
+        ttl: Duration,
+        seen: Seen,
+        read_due: Option<Instant>,
+    ) {
         let name = self.name(key);
         // Busy means the leader side is taking or freeing a lock: waiting
         // on one of ours is harmless (it wakes us when we free it).
@@ -455,18 +510,26 @@ impl NamedLocks {
             }
         }
         let changed = Arc::new(tokio::sync::Notify::new());
+        let read = Arc::new(tokio::sync::Notify::new());
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             if waiting.len() >= MAX_WAITERS || waiting.contains_key(key) {
                 return;
             }
-            let changed = changed.clone();
-            waiting.insert(key.clone(), Waiting { seen, changed });
+            let (changed, read) = (changed.clone(), read.clone());
+            let w = Waiting {
+                seen,
+                changed,
+                read_due,
+                read,
+                handed: false,
+            };
+            waiting.insert(key.clone(), w);
         }
         let this = self.clone();
         let key = key.clone();
         let task = tokio::spawn(async move {
-            let wake = this.wait(&key, &name, ttl, &changed).await;
+            let wake = this.wait(&key, &name, ttl, &changed, &read).await;
             this.waiting
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -487,12 +550,17 @@ impl NamedLocks {
     /// longer marked waiting, so the read it causes can re-arm a waiter (woken
     /// while still marked, a follower that found the lease taken again slept
     /// to its expiry through the next release).
+    ///
+    /// Each `GET_LOCK` ends [`HAND_AHEAD`] before the follower's timed read
+    /// is due, and the connection waits in the statements' slot for that
+    /// read, then waits on for the lock (see [`HAND_AHEAD`]).
     async fn wait(
         &self,
         key: &ElectionKey,
         name: &str,
         ttl: Duration,
         changed: &tokio::sync::Notify,
+        read: &tokio::sync::Notify,
     ) -> bool {
         let Some(mut conn) = self.waiter_connection().await else {
             return false;
@@ -504,10 +572,17 @@ impl NamedLocks {
             if left.is_zero() {
                 break false;
             }
-            let timeout = i64::try_from(left.as_secs().clamp(1, 3600)).unwrap_or(3600);
+            let handing = self
+                .read_due(key)
+                .map(|due| due.saturating_duration_since(Instant::now() + HAND_AHEAD))
+                .filter(|wait| *wait >= SHORTEST_HANDED_WAIT && *wait < left);
+            let timeout = match handing {
+                Some(wait) => wait.as_secs_f64(),
+                None => left.as_secs().clamp(1, 3600) as f64,
+            };
             let asked = Instant::now();
             let got = tokio::time::timeout(
-                Duration::from_secs(timeout.unsigned_abs()) + WAIT_ANSWER_GRACE,
+                Duration::from_secs_f64(timeout) + WAIT_ANSWER_GRACE,
                 sqlx::query("SELECT GET_LOCK(?, ?)")
                     .bind(name)
                     .bind(timeout)
@@ -518,6 +593,15 @@ impl NamedLocks {
             tracing::trace!(election = %key, after = ?asked.elapsed(), result = ?got.as_ref().map(|r| r.as_ref().map(|r| r.as_ref().ok().copied())), "lock waiter answered");
             match got {
                 Ok(Ok(Ok(Some(1)))) => {}
+                // Ended for the follower's read: the read runs on this
+                // connection, and the wait goes on after it.
+                Ok(Ok(Ok(Some(0)))) if handing.is_some() => {
+                    match self.hand_to_read(key, conn, read, false).await {
+                        Some(c) => conn = c,
+                        None => return false,
+                    }
+                    continue;
+                }
                 // GET_LOCK timed out: the follower's read at the lease's
                 // expiry re-arms a waiter if the lease is still held.
                 Ok(Ok(Ok(Some(0)))) => {
@@ -547,17 +631,20 @@ impl NamedLocks {
             if asked.elapsed() >= GRANTED_AT_ONCE {
                 // The leader let go while we waited: the read this wakes
                 // runs on this connection if the statements have none.
-                if let Some(conn) = self.own.adopt(conn) {
+                if let Some(conn) = self.own.adopt(conn, None) {
                     self.done_with(conn).await;
                 }
                 return true;
             }
             // Granted at once: no leader holds the lock (yet, or any more).
-            // Wake anyway, and look again after a pause, or as soon as a
-            // read shows the lease changed hands: its new leader takes the
-            // lock just after acquiring, and must find us waiting before it
-            // lets go again.
-            self.wakeups.send(key.clone());
+            // Wake anyway (the read this causes runs on this connection),
+            // and look again after a pause, or as soon as a read shows the
+            // lease changed hands: its new leader takes the lock just after
+            // acquiring, and must find us waiting before it lets go again.
+            match self.hand_to_read(key, conn, read, true).await {
+                Some(c) => conn = c,
+                None => return false,
+            }
             tokio::select! {
                 _ = tokio::time::sleep(pause.min(left)) => {
                     pause = (pause * 2).min(ttl.max(FIRST_PAUSE));
@@ -570,6 +657,61 @@ impl NamedLocks {
         };
         self.done_with(conn).await;
         wake
+    }
+
+    /// When the follower's next timed read of `key` is due, as the last
+    /// read in this process found the lease.
+    fn read_due(&self, key: &ElectionKey) -> Option<Instant> {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.get(key).and_then(|w| w.read_due)
+    }
+
+    /// Leaves `conn`, whose wait ended just before the follower's read (or
+    /// that wakes the followers to read, if `wake`), to the statements
+    /// until that read has run (or [`READ_GRACE`] passed),
+    /// then takes a connection back for the next wait: that one if the
+    /// statements did not replace it. `None`: the wait is over (the read
+    /// found the lease free and this process took it, or no connection can
+    /// be had).
+    async fn hand_to_read(
+        &self,
+        key: &ElectionKey,
+        conn: AnyConnection,
+        read: &tokio::sync::Notify,
+        wake: bool,
+    ) -> Option<AnyConnection> {
+        let wait = HAND_AHEAD + READ_GRACE;
+        let read = read.notified();
+        tokio::pin!(read);
+        read.as_mut().enable();
+        let kept_until = tokio::time::Instant::now() + wait;
+        self.set_handed(key, true);
+        let adopted = self.own.adopt(conn, Some(kept_until));
+        // Woken after the connection is the statements': the read finds it.
+        if wake {
+            self.wakeups.send(key.clone());
+        }
+        if let Some(conn) = adopted {
+            // The statements have a connection of their own: wait on.
+            self.set_handed(key, false);
+            return Some(conn);
+        }
+        let _ = tokio::time::timeout(wait, read).await;
+        let conn = match self.own.reclaim(LINGER).await {
+            Some(conn) => Some(conn),
+            None if self.own.leads(key) => None,
+            None => self.spare_or_new_connection().await,
+        };
+        self.set_handed(key, false);
+        conn
+    }
+
+    /// Marks `key`'s waiter's connection as the statements' (or its own).
+    fn set_handed(&self, key: &ElectionKey, handed: bool) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = waiting.get_mut(key) {
+            w.handed = handed;
+        }
     }
 }
 
