@@ -719,17 +719,7 @@ async fn full_server_keeps_its_leader(
     let follower = SqlStore::connect(&url, &options).await.unwrap();
     let key = ElectionKey::new("connections", "full");
     let ttl = Duration::from_secs(2);
-    let claim = Claim {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        metadata: String::new(),
-        ttl,
-    };
-    let held = match leader.try_acquire(&claim).await {
-        Ok(Acquire::Acquired(held)) => held,
-        other => panic!("{kind:?}: the leader's acquisition: {other:?}"),
-    };
-    let tenure = tenure_of(&held);
+    let tenure = leader_of(&leader, &key, ttl).await;
     leader.flush().await.unwrap();
     assert!(follower.read(&key).await.unwrap().is_some());
     eventually(
@@ -890,17 +880,7 @@ async fn a_mariadb_successor_reads_on_its_one_connection() {
     .await;
     let key = ElectionKey::new("connections", "single");
     let ttl = Duration::from_secs(3);
-    let claim = Claim {
-        key: key.clone(),
-        holder: "leader#1".into(),
-        metadata: String::new(),
-        ttl,
-    };
-    let held = match leader.try_acquire(&claim).await {
-        Ok(Acquire::Acquired(held)) => held,
-        other => panic!("the leader's acquisition: {other:?}"),
-    };
-    let tenure = tenure_of(&held);
+    let tenure = leader_of(&leader, &key, ttl).await;
     let renewing = {
         let (leader, tenure) = (leader.clone(), tenure.clone());
         tokio::spawn(async move {
@@ -965,6 +945,20 @@ async fn a_mariadb_successor_reads_on_its_one_connection() {
     let rec = successor.read(&key).await.unwrap().expect("a lease");
     assert!(!rec.is_held());
     root.close().await.unwrap();
+}
+
+/// `store` takes `key` for `ttl` as `leader#1`; its tenure.
+async fn leader_of(store: &SqlStore, key: &ElectionKey, ttl: Duration) -> Tenure {
+    let claim = Claim {
+        key: key.clone(),
+        holder: "leader#1".into(),
+        metadata: String::new(),
+        ttl,
+    };
+    match store.try_acquire(&claim).await {
+        Ok(Acquire::Acquired(held)) => tenure_of(&held),
+        other => panic!("{}: the leader's acquisition: {other:?}", store.describe()),
+    }
 }
 
 fn tenure_of(rec: &tenure::store::LeaseRecord) -> Tenure {
