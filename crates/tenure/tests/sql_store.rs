@@ -503,6 +503,38 @@ async fn mysql_connections(observer: &SqlStore, database: &str) -> Vec<i64> {
     .await
 }
 
+/// A store on `url` that looks at the server's own view of connections; on
+/// MySQL/MariaDB it creates `database` first (see [`role_url`]).
+async fn observer_of(url: &str, database: &str) -> SqlStore {
+    let observer = SqlStore::connect(url, &StoreOptions::default())
+        .await
+        .unwrap();
+    if url.starts_with("mysql") {
+        use tenure::store::sql::sqlx;
+        sqlx::raw_sql(&format!("CREATE DATABASE IF NOT EXISTS {database}"))
+            .execute(observer.pool())
+            .await
+            .unwrap();
+    }
+    observer
+}
+
+/// `url` for a store whose connections the server's own view tells apart:
+/// on PostgreSQL by `application_name` (`name`), on MySQL/MariaDB by the
+/// database they use (`database`, which the caller creates). Returns the
+/// URL and `name`.
+fn role_url(url: &str, database: &str, name: &str) -> (String, String) {
+    let url = if url.starts_with("postgres") {
+        format!("{url}?application_name={name}")
+    } else if url.starts_with("mysql") {
+        let (server, _) = url.rsplit_once('/').expect("a database in the URL");
+        format!("{server}/{database}")
+    } else {
+        url.to_string()
+    };
+    (url, name.to_string())
+}
+
 /// The ids `sql`, given `value`, answers on the server's own view.
 async fn server_ids(observer: &SqlStore, sql: &str, value: &str) -> Vec<i64> {
     use sqlx::Row;
@@ -532,28 +564,8 @@ async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
     for url in servers::sql_urls(dir.path()).await {
         let on_mysql = url.starts_with("mysql");
         let database = format!("tenure_roles_{run}");
-        let observer = SqlStore::connect(&url, &StoreOptions::default())
-            .await
-            .unwrap();
-        if on_mysql {
-            use tenure::store::sql::sqlx;
-            sqlx::raw_sql(&format!("CREATE DATABASE IF NOT EXISTS {database}"))
-                .execute(observer.pool())
-                .await
-                .unwrap();
-        }
-        let named = |role: &str| {
-            let name = format!("tenure-{role}-{run}");
-            let url = if url.starts_with("postgres") {
-                format!("{url}?application_name={name}")
-            } else if on_mysql {
-                let (server, _) = url.rsplit_once('/').expect("a database in the URL");
-                format!("{server}/{database}")
-            } else {
-                url.clone()
-            };
-            (url, name)
-        };
+        let observer = observer_of(&url, &database).await;
+        let named = |role: &str| role_url(&url, &database, &format!("tenure-{role}-{run}"));
         let ((leader_url, leader_name), (follower_url, follower_name)) =
             (named("leader"), named("follower"));
         let leader = SqlStore::connect(&leader_url, &StoreOptions::default())
@@ -652,6 +664,84 @@ async fn a_leader_keeps_one_connection_and_a_follower_none_between_reads() {
         if on_mysql {
             use tenure::store::sql::sqlx;
             drop((leader, follower));
+            sqlx::raw_sql(&format!("DROP DATABASE {database}"))
+                .execute(observer.pool())
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A process leading a thousand elections holds one connection, as the
+/// store counts it and as the server sees it: their acquisitions, their
+/// renewals (all at once, batched) and on MySQL/MariaDB their thousand named
+/// locks share it, and none of it opens another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_elections_in_one_process_share_one_connection() {
+    const ELECTIONS: usize = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!("{:x}", std::process::id());
+    for url in servers::sql_urls(dir.path()).await {
+        let (on_postgres, on_mysql) = (url.starts_with("postgres"), url.starts_with("mysql"));
+        if !on_postgres && !on_mysql {
+            continue;
+        }
+        let database = format!("tenure_thousand_{run}");
+        let observer = observer_of(&url, &database).await;
+        let (leader_url, name) = role_url(&url, &database, &format!("tenure-thousand-{run}"));
+        let leader = SqlStore::connect(&leader_url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let server_view = async || {
+            if on_postgres {
+                backends(&observer, &name).await
+            } else {
+                mysql_connections(&observer, &database).await
+            }
+        };
+        let ttl = Duration::from_secs(60);
+        let mut tenures = Vec::with_capacity(ELECTIONS);
+        for i in 0..ELECTIONS {
+            let key = ElectionKey::new("thousand", format!("e{i}-{run}"));
+            tenures.push(leader_of(&leader, &key, ttl).await);
+        }
+        assert_eq!(leader.connections_held(), 1, "{url}");
+        let opened = leader.connections_opened();
+        eventually(
+            &format!("{url}: the server sees one connection of the leader"),
+            async || server_view().await.len() == 1,
+        )
+        .await;
+        let ids = server_view().await;
+        let renewed =
+            futures_util::future::join_all(tenures.iter().map(|t| leader.renew(t, ttl))).await;
+        assert!(
+            renewed.iter().all(|r| matches!(r, Ok(true))),
+            "{url}: a renewal failed"
+        );
+        assert_eq!(
+            server_view().await,
+            ids,
+            "{url}: the leader's connections changed"
+        );
+        assert_eq!(leader.connections_held(), 1, "{url}");
+        assert_eq!(
+            leader.connections_opened(),
+            opened,
+            "{url}: renewals opened a connection"
+        );
+        for t in &tenures {
+            assert!(leader.release(t).await.unwrap(), "{url}");
+        }
+        leader.flush().await.unwrap();
+        eventually(
+            &format!("{url}: the leader's connection closes once it leads nothing"),
+            async || leader.connections_held() == 0,
+        )
+        .await;
+        if on_mysql {
+            use tenure::store::sql::sqlx;
+            drop(leader);
             sqlx::raw_sql(&format!("DROP DATABASE {database}"))
                 .execute(observer.pool())
                 .await
